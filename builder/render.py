@@ -1,0 +1,309 @@
+"""Rendering a Target into environment.yml and a multi-stage Dockerfile (Jinja2, StrictUndefined).
+
+Each build concern is a block (`docker/blocks/<name>.j2`) that contributes lines to the env-builder
+stage (macro `builder`) and/or the runtime stage (macro `runtime`) of one template,
+`docker/Dockerfile.j2`. The order of the runtime blocks puts what rarely changes (CA files, the user,
+the NVIDIA variables, the environment) before what changes often (the smoke suite, labels).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from builder import __version__
+from builder.spec import Route
+from builder.target import Target
+
+ENV_PREFIX = "/opt/env"
+# Every file of the environment layer gets this mtime (1980-01-01, the oldest a zip can hold), so
+# two builds of one lock give one layer digest whatever day they run.
+LAYER_EPOCH = 315532800
+
+
+def templates_dir() -> Path:
+    """`docker/` in a source checkout; the copy packed into the wheel otherwise."""
+    checkout = Path(__file__).resolve().parent.parent / "docker"
+    if (checkout / "Dockerfile.j2").is_file():
+        return checkout
+    return Path(str(resources.files("builder").joinpath("_templates")))
+
+
+def smoke_dir() -> Path:
+    import smoke
+
+    return Path(smoke.__file__).resolve().parent
+
+
+def docker_str(value: Any) -> str:
+    """A Dockerfile double-quoted word: backslash, quote and `$` (variable expansion) escaped."""
+    text = str(value)
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+        raise ValueError(f"control character in a Dockerfile value: {text!r}")
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return f'"{escaped}"'
+
+
+def yaml_str(value: Any) -> str:
+    """A YAML scalar that reads back as exactly this value (JSON is a subset of YAML)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def shell_word(value: Any) -> str:
+    return shlex.quote(str(value))
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters.update(docker_str=docker_str, yaml_str=yaml_str, shell=shell_word)
+    return env
+
+
+@dataclass(frozen=True)
+class CondaLine:
+    spec: str
+    selector: str | None = None  # conda-lock platform selector token, None for every platform
+
+
+@dataclass(frozen=True)
+class Block:
+    """One build concern: its template, which macros it contributes, and its parameters."""
+
+    template: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    builder_macro: str | None = "builder"
+    runtime_macro: str | None = "runtime"
+
+
+@dataclass(frozen=True)
+class RenderedBlock:
+    builder: str
+    runtime: str
+
+
+@dataclass(frozen=True)
+class RenderedEnv:
+    """The rendered files of one target; what `envbuild render` writes and the lock stage reads."""
+
+    target: Target
+    environment_yml: str
+    dockerfile: str
+    ca_files: tuple[Path, ...] = ()
+
+    def files(self) -> dict[str, str]:
+        return {"environment.yml": self.environment_yml, "Dockerfile": self.dockerfile}
+
+
+def _torch_conda_lines(target: Target) -> list[CondaLine]:
+    """How torch gets its CUDA, per route, per platform (CUDA builds only where CUDA exists)."""
+    from builder.compat import load_platforms
+
+    platform_info = load_platforms()
+    lines: list[CondaLine] = []
+    flavours = {p: target.uses_cuda_on(p) for p in target.platforms}
+    uniform = len(set(flavours.values())) == 1
+
+    def per_platform(make: Any) -> None:
+        if uniform:
+            lines.extend(CondaLine(spec) for spec in make(next(iter(flavours.values()))))
+            return
+        for platform, cuda in flavours.items():
+            selector = platform_info[platform].selector
+            lines.extend(CondaLine(spec, selector) for spec in make(cuda))
+
+    if target.route is Route.CONDA_FORGE:
+        def conda_forge(cuda: bool) -> list[str]:
+            specs = [f"pytorch={target.torch}={'cuda' if cuda else 'cpu'}*"]
+            if cuda:
+                specs.append(f"cuda-version={target.cuda}")
+            if target.torchvision:
+                specs.append(f"torchvision={target.torchvision}")
+            return specs
+
+        per_platform(conda_forge)
+    elif target.route is Route.PYTORCH_CHANNEL:
+        def legacy(cuda: bool) -> list[str]:
+            specs = [f"pytorch={target.torch}", f"pytorch-cuda={target.cuda}" if cuda else "cpuonly"]
+            if target.torchvision:
+                specs.append(f"torchvision={target.torchvision}")
+            return specs
+
+        per_platform(legacy)
+    return lines
+
+
+def environment_context(target: Target, sources_replaced_pip: bool = False) -> dict[str, Any]:
+    spec = target.spec
+    conda = [CondaLine(f"python={target.python}")]
+    conda += _torch_conda_lines(target)
+    conda += [CondaLine(package) for package in spec.conda]
+    pip: list[str] = []
+    if target.route is Route.PIP:
+        local = f"+{target.pip_tag}"
+        pip.append(f"torch=={target.torch}{local}")
+        if target.torchvision:
+            pip.append(f"torchvision=={target.torchvision}{local}")
+    pip += list(spec.pip)
+    if pip and not any(line.spec.split("=")[0] == "pip" for line in conda):
+        conda.append(CondaLine("pip"))
+    return {
+        "version": __version__,
+        "env_name": spec.name,
+        "target_key": target.key,
+        "channels": list(target.channels),
+        "conda": conda,
+        "pip": pip,
+        "pip_repositories": [target.pip_index] if target.pip_index else [],
+        "allow_pypi_requests": not sources_replaced_pip,
+    }
+
+
+def _labels(target: Target) -> dict[str, str]:
+    labels = {
+        "org.opencontainers.image.title": f"{target.name} {target.flavour}",
+        "io.envbuild.env": target.name,
+        "io.envbuild.target": target.key,
+        "io.envbuild.torch": target.torch,
+        "io.envbuild.torchvision": target.torchvision or "",
+        "io.envbuild.cuda": target.cuda or "cpu",
+        "io.envbuild.python": target.python,
+        "io.envbuild.route": target.route.value,
+        "io.envbuild.min-driver": target.min_driver or "",
+        "io.envbuild.version": __version__,
+    }
+    labels.update(target.spec.labels)
+    return dict(sorted(labels.items()))
+
+
+def dockerfile_blocks(target: Target, has_ca: bool) -> list[Block]:
+    user = {"name": target.spec.user.name, "uid": target.spec.user.uid}
+    env = {"prefix": ENV_PREFIX, "epoch": LAYER_EPOCH}
+    return [
+        Block("ca_certificates.j2", {"files": has_ca}),
+        Block("runtime_user.j2", user, builder_macro=None),
+        Block(
+            "nvidia_runtime.j2",
+            {
+                "require_cuda": f"cuda>={target.cuda}" if target.cuda else "",
+                "torch": target.torch,
+                "cuda": target.cuda or "cpu",
+            },
+            builder_macro=None,
+        ),
+        Block("locked_env.j2", env),
+        Block("smoke_suite.j2", builder_macro=None),
+        Block("runtime_user.j2", user, builder_macro=None, runtime_macro="switch"),
+        Block("labels.j2", {"labels": _labels(target)}, builder_macro=None),
+    ]
+
+
+def _render_block(env: jinja2.Environment, block: Block) -> RenderedBlock:
+    module = env.get_template(f"blocks/{block.template}").module
+    params = dict(block.params)
+
+    def call(macro: str | None) -> str:
+        return str(getattr(module, macro)(params)).strip() if macro else ""
+
+    return RenderedBlock(builder=call(block.builder_macro), runtime=call(block.runtime_macro))
+
+
+def render_target(target: Target, sources_replaced_pip: bool = False) -> RenderedEnv:
+    """Render one target. Same target, same bytes: nothing here reads the clock or the host."""
+    env = _environment()
+    ca_files = _ca_files(target)
+    environment_yml = env.get_template("environment.yml.j2").render(
+        environment_context(target, sources_replaced_pip)
+    )
+    blocks = [_render_block(env, block) for block in dockerfile_blocks(target, bool(ca_files))]
+    dockerfile = env.get_template("Dockerfile.j2").render(
+        version=__version__,
+        env_name=target.name,
+        target_key=target.key,
+        builder_image=target.builder_image.reference,
+        runtime_image=target.runtime_image.reference,
+        blocks=blocks,
+    )
+    return RenderedEnv(target, environment_yml, _tidy(dockerfile), ca_files)
+
+
+def _tidy(text: str) -> str:
+    """One blank line between instructions at most, one newline at the end."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() and (not lines or not lines[-1].strip()):
+            continue
+        lines.append(line.rstrip())
+    return "\n".join(lines).strip() + "\n"
+
+
+def _ca_files(target: Target) -> tuple[Path, ...]:
+    from builder.errors import UsageError
+
+    base = target.spec.source.parent if target.spec.source else Path.cwd()
+    files = []
+    for name in target.spec.ca_certificates:
+        path = (base / name).resolve()
+        if not path.is_file():
+            raise UsageError(f"{target.spec.source}: ca_certificates: {name!r} does not exist")
+        files.append(path)
+    return tuple(files)
+
+
+@contextmanager
+def atomic_directory(out: Path) -> Iterator[Path]:
+    """Write into a temporary sibling folder and rename it into place only when all of it worked."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        yield staging
+        if out.exists():
+            previous = out.with_name(f".{out.name}.old-{os.getpid()}")
+            out.rename(previous)
+            staging.rename(out)
+            shutil.rmtree(previous, ignore_errors=True)
+        else:
+            staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] = {}) -> None:
+    """Lay out a build context: Dockerfile, environment.yml, smoke suite, CA files, extra files."""
+    for name, text in rendered.files().items():
+        (root / name).write_text(text, encoding="utf-8")
+    shutil.copytree(smoke_dir(), root / "smoke", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    ca_dir = root / "envbuild" / "ca"
+    ca_dir.mkdir(parents=True, exist_ok=True)
+    for index, path in enumerate(rendered.ca_files):
+        shutil.copyfile(path, ca_dir / f"{index:02d}-{path.stem}.crt")
+    for name, data in extra.items():
+        destination = root / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(data)
+
+
+def render_to(rendered: RenderedEnv, out: Path) -> Path:
+    with atomic_directory(out) as staging:
+        write_context(rendered, staging)
+    return out

@@ -1,0 +1,208 @@
+"""The environment spec (`envs/*.yaml`): what a team declares, before any CUDA target is resolved.
+
+Every string that ends up in a Dockerfile, a shell command or environment.yml is constrained here by a
+pattern, so no spec value can carry a newline, a shell operator or a Dockerfile instruction into the
+rendered files.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from builder.errors import UsageError
+
+# A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
+# constraints made of version characters and comparison operators. No spaces inside a constraint
+# list, no quotes, no shell or YAML metacharacters.
+PACKAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\[[A-Za-z0-9_,\-]+\])?(\s?(==|>=|<=|!=|~=|=|>|<)[A-Za-z0-9_.*+!\-]+(,(==|>=|<=|!=|~=|>|<)?[A-Za-z0-9_.*+!\-]+)*)?(=[A-Za-z0-9_.*+\-]+)?$"
+VERSION_PATTERN = r"^[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$"
+PYTHON_PATTERN = r"^3\.[0-9]{1,2}$"
+CUDA_PATTERN = r"^([0-9]{2}\.[0-9]|cpu)$"
+IMAGE_PATTERN = r"^[a-z0-9]+([._\-/:][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?$"
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+URL_PATTERN = r"^(https?|file)://[A-Za-z0-9._~:/?#@!$&'()*+,;=%\-\[\]]+$"
+CHANNEL_PATTERN = r"^([A-Za-z0-9][A-Za-z0-9_.\-]*|(https?|file)://[A-Za-z0-9._~:/%\-]+)$"
+LABEL_KEY_PATTERN = r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?$"
+USER_PATTERN = r"^[a-z_][a-z0-9_\-]{0,31}$"
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_.\-]{0,62}$"
+PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+
+PackageSpec = Annotated[str, Field(pattern=PACKAGE_PATTERN, max_length=200)]
+Version = Annotated[str, Field(pattern=VERSION_PATTERN)]
+Platform = Annotated[str, Field(pattern=r"^(linux-64|linux-aarch64|osx-64|osx-arm64|win-64)$")]
+Channel = Annotated[str, Field(pattern=CHANNEL_PATTERN, max_length=300)]
+
+
+class Route(str, Enum):
+    """How torch gets its CUDA: the three ways teams install PyTorch with conda."""
+
+    CONDA_FORGE = "conda-forge"  # conda-forge's pytorch, CUDA chosen by the `cuda-version` pin
+    PYTORCH_CHANNEL = "pytorch-channel"  # legacy `pytorch` channel with `pytorch-cuda=X.Y` (torch <= 2.5)
+    PIP = "pip"  # wheels from the PyTorch index for cuXYZ; conda only for python and system libraries
+
+
+DEFAULT_CHANNELS: dict[Route, tuple[str, ...]] = {
+    Route.CONDA_FORGE: ("conda-forge",),
+    Route.PYTORCH_CHANNEL: ("pytorch", "nvidia", "conda-forge"),
+    Route.PIP: ("conda-forge",),
+}
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+class ImageRef(StrictModel):
+    """A base image, optionally pinned by digest so a rebuild cannot silently pick up a new base."""
+
+    image: Annotated[str, Field(pattern=IMAGE_PATTERN, max_length=255)]
+    digest: Annotated[str, Field(pattern=DIGEST_PATTERN)] | None = None
+    glibc: Version | None = None  # needed when the compatibility data does not know the image
+
+    @property
+    def reference(self) -> str:
+        return f"{self.image}@{self.digest}" if self.digest else self.image
+
+
+class Images(StrictModel):
+    runtime: ImageRef = ImageRef(image="ubuntu:24.04")
+    builder: ImageRef = ImageRef(image="python:3.12-slim-bookworm")
+
+
+class ContainerUser(StrictModel):
+    name: Annotated[str, Field(pattern=USER_PATTERN)] = "envbuild"
+    uid: Annotated[int, Field(ge=1, le=65000)] = 1000
+
+
+class TargetSpec(StrictModel):
+    """One CUDA target (`cuda: "12.6"`) or the CPU target (`cuda: cpu`), with optional overrides."""
+
+    cuda: Annotated[str, Field(pattern=CUDA_PATTERN)]
+    torch: Version | None = None
+    torchvision: Version | None = None
+    route: Route | None = None
+    platforms: tuple[Platform, ...] | None = None
+
+    @field_validator("cuda", mode="before")
+    @classmethod
+    def _cuda_as_text(cls, value: Any) -> Any:
+        # YAML reads `cuda: 12.6` as a float; `cuda: 12.10` would read as 12.1, so refuse floats
+        # that lose digits rather than guess.
+        if isinstance(value, float):
+            text = repr(value)
+            if not re.fullmatch(r"[0-9]{2}\.[0-9]", text):
+                raise ValueError(f"write the CUDA version in quotes (YAML read it as {value!r})")
+            return text
+        return value
+
+    @property
+    def key(self) -> str:
+        return "cpu" if self.cuda == "cpu" else f"cuda{self.cuda}"
+
+
+class EnvSpec(StrictModel):
+    """A team's environment: the seeds' stack (python, torch, torchvision) plus its own packages."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    description: Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=500)] = ""
+    python: Annotated[str, Field(pattern=PYTHON_PATTERN)]
+    torch: Version
+    torchvision: Version | None = None
+    route: Route = Route.CONDA_FORGE
+    targets: tuple[TargetSpec, ...] = Field(min_length=1)
+    platforms: tuple[Platform, ...] = ("linux-64",)
+    channels: tuple[Channel, ...] | None = None
+    pip_index: Annotated[str, Field(pattern=URL_PATTERN, max_length=300)] | None = None
+    conda: tuple[PackageSpec, ...] = ()
+    pip: tuple[PackageSpec, ...] = ()
+    images: Images = Images()
+    ca_certificates: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9_./\-]+\.(crt|pem)$")], ...] = ()
+    user: ContainerUser = ContainerUser()
+    labels: dict[
+        Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=128)],
+        Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=500)],
+    ] = Field(default_factory=dict)
+    _source: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Path | None:
+        """The spec file this came from; relative paths in it (CA files) are relative to its folder."""
+        return self._source
+
+    @field_validator("python", mode="before")
+    @classmethod
+    def _python_as_text(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            raise ValueError(f"write the Python version in quotes, e.g. \"3.11\" (YAML read it as {value!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _targets_unique(self) -> EnvSpec:
+        keys = [t.key for t in self.targets]
+        duplicates = sorted({k for k in keys if keys.count(k) > 1})
+        if duplicates:
+            raise ValueError(f"each CUDA target may appear once; repeated: {', '.join(duplicates)}")
+        return self
+
+    @property
+    def effective_channels(self) -> tuple[str, ...]:
+        return self.channels if self.channels is not None else DEFAULT_CHANNELS[self.route]
+
+    def target(self, key: str) -> TargetSpec:
+        for target in self.targets:
+            if target.key == key:
+                return target
+        raise KeyError(key)
+
+
+def cuda_key(cuda: str) -> str:
+    """`11.8` -> `cuda11.8`, `cpu` -> `cpu`: the name a target has in paths and tags."""
+    return "cpu" if cuda == "cpu" else f"cuda{cuda}"
+
+
+def _describe_error(source: str, error: dict[str, Any]) -> str:
+    location = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    message = error["msg"]
+    if error["type"] == "string_pattern_mismatch":
+        message = "contains characters or a form that is not allowed"
+    elif error["type"] == "extra_forbidden":
+        message = "is not a known field"
+    elif error["type"] == "enum":
+        message = f"must be one of: {', '.join(r.value for r in Route)}"
+    shown = error.get("input")
+    value = "" if isinstance(shown, (dict, list)) or shown is None else f" {shown!r}"
+    return f"{source}: {location}:{value} {message}"
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> EnvSpec:
+    """Validate already-loaded YAML data; errors name the file, the field, the value and the rule."""
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: the spec must be a YAML mapping with name, python, torch and targets")
+    try:
+        return EnvSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = [_describe_error(source, error) for error in exc.errors()]
+        raise UsageError("; ".join(lines)) from None
+
+
+def load_spec(path: Path) -> EnvSpec:
+    """Read and validate an `envs/*.yaml` file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the spec ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UsageError(f"{path}: not valid YAML{where}") from None
+    spec = parse_spec(data, str(path))
+    spec._source = path
+    return spec

@@ -1,0 +1,250 @@
+"""A spec resolved for one CUDA target (or CPU), checked against the compatibility data.
+
+This is the first typed value every later stage (render, lock, image, smoke) receives; it never
+re-reads the spec file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+from builder.compat import (
+    CompatData,
+    CudaToolkit,
+    PlatformInfo,
+    TorchRelease,
+    load_compat,
+    load_platforms,
+    paired_torchvision,
+    release_line,
+    version_tuple,
+)
+from builder.errors import UsageError
+from builder.spec import EnvSpec, ImageRef, Route, TargetSpec
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Replacements for the spec's package sources, given on the command line."""
+
+    channels: tuple[str, ...] = ()  # replaces the spec's channels when not empty
+    mirrors: tuple[tuple[str, str], ...] = ()  # (channel name, URL) pairs
+    pip_index: str | None = None  # replaces the PyTorch wheel index ({tag} allowed)
+
+    def apply(self, channels: tuple[str, ...]) -> tuple[str, ...]:
+        chosen = self.channels or channels
+        mirrors = dict(self.mirrors)
+        return tuple(mirrors.get(channel, channel) for channel in chosen)
+
+
+@dataclass(frozen=True)
+class Target:
+    spec: EnvSpec
+    key: str  # "cuda11.8" or "cpu"
+    cuda: str | None  # None for the CPU target
+    torch: str
+    torchvision: str | None
+    python: str
+    route: Route
+    channels: tuple[str, ...]
+    pip_index: str | None  # only for the pip route
+    platforms: tuple[str, ...]
+    release: TorchRelease
+    toolkit: CudaToolkit | None
+    glibc: str | None
+    min_driver: str | None
+    runtime_image: ImageRef
+    builder_image: ImageRef
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def cudnn(self) -> str | None:
+        return self.release.cudnn.get(self.cuda) if self.cuda else None
+
+    @property
+    def archs(self) -> list[str]:
+        return self.release.archs.get(self.cuda, []) if self.cuda else []
+
+    @property
+    def flavour(self) -> str:
+        return f"cuda{self.cuda}" if self.cuda else "cpu"
+
+    @property
+    def tag(self) -> str:
+        """The human tag `<env>:<torch>-cuda<X>` (or `-cpu`)."""
+        return f"{self.spec.name}:{self.torch}-{self.flavour}"
+
+    @property
+    def pip_tag(self) -> str:
+        return self.toolkit.pip_tag if self.toolkit else "cpu"
+
+    def uses_cuda_on(self, platform: str) -> bool:
+        return self.cuda is not None and _platforms()[platform].cuda
+
+    def virtual_packages(self, platform: str) -> dict[str, str]:
+        """The virtual packages a solve for this platform sees: explicit, never conda-lock's defaults."""
+        info: PlatformInfo = _platforms()[platform]
+        packages = dict(info.virtual)
+        if info.glibc and self.glibc:
+            packages["__glibc"] = self.glibc
+        if self.uses_cuda_on(platform):
+            packages["__cuda"] = self.cuda  # type: ignore[assignment]
+        return dict(sorted(packages.items()))
+
+
+@lru_cache(maxsize=1)
+def _platforms() -> dict[str, PlatformInfo]:
+    return load_platforms()
+
+
+@lru_cache(maxsize=1)
+def default_pip_index() -> str:
+    text = resources.files("builder").joinpath("data/sources.yaml").read_text(encoding="utf-8")
+    return str(yaml.safe_load(text)["pip_index"])
+
+
+def _fail(spec: EnvSpec, target: TargetSpec, reason: str) -> UsageError:
+    source = spec.source or spec.name
+    return UsageError(f"{source}: target {target.cuda}: {reason}")
+
+
+def _check_cuda(compat: CompatData, release: TorchRelease, route: Route, cuda: str) -> str | None:
+    """Why this torch line has no build for this CUDA on this route, with the nearest valid choices."""
+    variants = release.cuda_variants(route)
+    if cuda in variants:
+        return None
+    if route is Route.PYTORCH_CHANNEL and not variants:
+        last = [r.line for r in compat.releases() if r.cuda_variants(Route.PYTORCH_CHANNEL)]
+        hint = f"; its last release there is {last[-1]}" if last else ""
+        return (
+            f"torch {release.line} is not on the legacy pytorch channel{hint}; "
+            "use route conda-forge or pip"
+        )
+    with_cuda = [r.line for r in compat.releases() if cuda in r.cuda_variants(route)]
+    reason = f"torch {release.line} has no CUDA {cuda} build on route {route.value}"
+    if with_cuda:
+        later = [line for line in with_cuda if version_tuple(line) < version_tuple(release.line)]
+        if later:
+            reason += f"; the last with {cuda} is {later[-1]}"
+        else:
+            reason += f"; the first with {cuda} is {with_cuda[0]}"
+    choices = ", ".join(variants) if variants else "none (CPU only)"
+    return f"{reason}; CUDA targets for {release.line}: {choices}"
+
+
+def resolve_target(
+    spec: EnvSpec, target: TargetSpec, sources: Sources = Sources(), compat: CompatData | None = None
+) -> Target:
+    compat = compat or load_compat()
+    torch = target.torch or spec.torch
+    route = target.route or spec.route
+    release = compat.release(torch)
+    if release is None:
+        known = ", ".join(r.line for r in compat.releases())
+        raise _fail(spec, target, f"torch {torch} is not in envbuild's compatibility data (known: {known})")
+    torchvision = target.torchvision or spec.torchvision
+    if target.torch and not target.torchvision and spec.torchvision:
+        torchvision = release.torchvision_latest or None
+    if torchvision and not paired_torchvision(release, torchvision):
+        raise _fail(
+            spec, target,
+            f"torchvision {torchvision} does not pair with torch {release.line}; "
+            f"use torchvision {release.torchvision_latest or release.torchvision}",
+        )
+    if not release.python.contains(spec.python):
+        raise _fail(
+            spec, target,
+            f"torch {release.line} supports Python {release.python.min} to {release.python.max}, "
+            f"not {spec.python}",
+        )
+    cuda = None if target.cuda == "cpu" else target.cuda
+    toolkit = None
+    if cuda is not None:
+        reason = _check_cuda(compat, release, route, cuda)
+        if reason:
+            raise _fail(spec, target, reason)
+        toolkit = compat.toolkit(cuda)
+        if toolkit is None:
+            raise _fail(spec, target, f"CUDA {cuda} is missing from the compatibility data's cuda table")
+    elif route is Route.PYTORCH_CHANNEL and not release.cuda_variants(route):
+        raise _fail(spec, target, _check_cuda(compat, release, route, "cpu") or "")
+    platforms = target.platforms or spec.platforms
+    known_platforms = _platforms()
+    unknown = [p for p in platforms if p not in known_platforms]
+    if unknown:
+        raise _fail(spec, target, f"unknown platform {unknown[0]}; known: {', '.join(known_platforms)}")
+    if route is Route.PIP and cuda is not None:
+        cpu_only = [p for p in platforms if not known_platforms[p].cuda]
+        if cpu_only:
+            raise _fail(
+                spec, target,
+                f"the PyTorch wheel index has no CUDA {cuda} torch for {cpu_only[0]}; lock that platform "
+                "in the CPU target (set `platforms:` on this target)",
+            )
+    runtime = spec.images.runtime
+    glibc = runtime.glibc or compat.glibc_of(runtime.image)
+    if glibc is None and any(known_platforms[p].glibc for p in platforms):
+        raise _fail(
+            spec, target,
+            f"envbuild does not know the glibc of {runtime.image}; set images.runtime.glibc in the spec",
+        )
+    pip_index = None
+    if route is Route.PIP:
+        template = sources.pip_index or spec.pip_index or default_pip_index()
+        pip_index = template.replace("{tag}", toolkit.pip_tag if toolkit else "cpu")
+    warnings: list[str] = []
+    if release.confidence == "projected":
+        warnings.append(
+            f"torch {release.line}: its compatibility row is projected, not verified against a release"
+        )
+    return Target(
+        spec=spec,
+        key=target.key,
+        cuda=cuda,
+        torch=torch,
+        torchvision=torchvision,
+        python=spec.python,
+        route=route,
+        channels=sources.apply(spec.effective_channels),
+        pip_index=pip_index,
+        platforms=tuple(platforms),
+        release=release,
+        toolkit=toolkit,
+        glibc=glibc,
+        min_driver=compat.min_driver(cuda) if cuda else None,
+        runtime_image=runtime,
+        builder_image=spec.images.builder,
+        warnings=tuple(warnings),
+    )
+
+
+def resolve_targets(
+    spec: EnvSpec, cuda: tuple[str, ...] = (), sources: Sources = Sources(),
+    platforms: tuple[str, ...] = (),
+) -> list[Target]:
+    """The spec's targets (all, or those named by `--cuda`), each resolved and checked."""
+    wanted = spec.targets
+    if cuda:
+        keys = {t.key: t for t in spec.targets}
+        missing = [c for c in cuda if ("cpu" if c == "cpu" else f"cuda{c}") not in keys]
+        if missing:
+            have = ", ".join(t.cuda for t in spec.targets)
+            raise UsageError(f"{spec.source or spec.name}: no target {missing[0]} in the spec (targets: {have})")
+        wanted = tuple(keys["cpu" if c == "cpu" else f"cuda{c}"] for c in cuda)
+    resolved = []
+    for target_spec in wanted:
+        if platforms:
+            target_spec = target_spec.model_copy(update={"platforms": tuple(platforms)})
+        resolved.append(resolve_target(spec, target_spec, sources))
+    return resolved
+
+
+__all__ = ["Sources", "Target", "release_line", "resolve_target", "resolve_targets"]
