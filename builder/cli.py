@@ -43,9 +43,8 @@ def targets(spec: Path, as_json: bool) -> None:
           r["min_driver"], r["full_compat_driver"], r["archs"], r["runtime_image"], r["nvidia_cuda_image"]]
          for r in rows],
     )
-    for target in resolved:
-        for warning in target.warnings:
-            click.echo(f"warning: {warning}", err=True)
+    for warning in dict.fromkeys(w for t in resolved for w in t.warnings):
+        click.echo(f"warning: {warning}", err=True)
 
 
 def target_summary(target) -> dict:
@@ -113,6 +112,163 @@ def lint(spec: Path, as_json: bool) -> None:
             click.echo(f"{spec}: no findings")
     if any(f.level == "error" for f in findings):
         raise SystemExit(1)
+
+
+def _sources(channel: tuple[str, ...], mirror: tuple[str, ...], pip_index: str | None):
+    from builder.errors import UsageError
+
+    mirrors = []
+    for item in mirror:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise UsageError(f"--mirror {item!r}: write NAME=URL, e.g. conda-forge=https://mirror.example/conda-forge")
+        mirrors.append((name, url))
+    return Sources(channels=tuple(channel), mirrors=tuple(mirrors), pip_index=pip_index)
+
+
+SOURCES = [
+    click.option("--channel", multiple=True, metavar="URL", help="Replace the spec's channels (repeatable)."),
+    click.option("--mirror", multiple=True, metavar="NAME=URL", help="Use URL in place of channel NAME (repeatable)."),
+    click.option("--pip-index", metavar="URL", help="Replace the PyTorch wheel index ({tag} becomes cu118, cpu, ...)."),
+]
+
+
+def sources_options(function):
+    for option in reversed(SOURCES):
+        function = option(function)
+    return function
+
+
+@cli.command()
+@SPEC
+@CUDA
+@click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
+              help="Lock only these platforms (repeatable), e.g. linux-64, osx-arm64.")
+@click.option("--check", is_flag=True, help="Solve nothing; exit 1 when any lock is stale or missing.")
+@click.option("--update", multiple=True, metavar="PACKAGE", help="Move this package, keep the rest (repeatable).")
+@click.option("--force", is_flag=True, help="Solve again even when the inputs are unchanged.")
+@click.option("--solver", metavar="PATH", help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's).")
+@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the locks (default: <spec folder>/<env>/locks).")
+@click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: CPU count).")
+@click.option("--timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="Seconds per target.")
+@sources_options
+@JSON
+def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, timeout,
+         channel, mirror, pip_index, as_json) -> None:
+    """Lock each CUDA target of SPEC with conda-lock (all its platforms in one conda-lock.yml)."""
+    from builder.lock import check_targets, lock_targets
+
+    resolved = resolve_targets(load_spec(spec), cuda, _sources(channel, mirror, pip_index), platforms)
+    if check:
+        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=bool(pip_index))
+    else:
+        results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
+                               parallel=jobs, timeout=timeout, replaced_pip_index=bool(pip_index))
+    if as_json:
+        reports.print_json([r.as_dict() for r in results])
+    else:
+        reports.print_table(
+            f"{resolved[0].name}: locks",
+            ["target", "status", "seconds", "torch per platform", "lockfile"],
+            [[r.target, r.status, f"{r.seconds:.1f}" if r.seconds else "",
+              "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
+        )
+        for result in results:
+            if result.status == "failed":
+                click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
+    bad = {"failed"} | ({"stale", "missing"} if check else set())
+    if any(r.status in bad for r in results):
+        raise SystemExit(1)
+
+
+def _echo_build_line(line: str) -> None:
+    click.echo(f"  {line}", err=True)
+
+
+@cli.command()
+@SPEC
+@CUDA
+@click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
+@click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
+@click.option("--builder-image", metavar="IMAGE[@DIGEST]", help="Env-builder image (needs Python >= 3.10).")
+@click.option("--ca-cert", "ca_certs", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Extra CA certificate to trust in both stages (repeatable).")
+@click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE", help="Docker build argument (repeatable).")
+@click.option("--no-cache", is_flag=True, help="Build every layer again.")
+@click.option("--platform", "image_platform", default="linux/amd64", show_default=True)
+@click.option("--network", type=click.Choice(["host", "bridge", "none"]), help="Network of the build containers.")
+@click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
+@click.option("--frozen", is_flag=True, help="Fail instead of locking when a lock is stale.")
+@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--solver", metavar="PATH")
+@sources_options
+@JSON
+def image(spec, cuda, all_targets, base_image, builder_image, ca_certs, build_args, no_cache,
+          image_platform, network, push, frozen, lock_root, solver, channel, mirror, pip_index, as_json) -> None:
+    """Build one PyTorch-CUDA image per target through the Docker SDK."""
+    from builder.errors import UsageError
+    from builder.image import BuildOptions
+    from builder.pipeline import build_target_image
+    from builder.target import with_images
+
+    if not cuda and not all_targets:
+        raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
+    env_spec = with_images(load_spec(spec), base_image, builder_image)
+    if ca_certs:
+        env_spec = with_ca_certificates(env_spec, ca_certs)
+    args = {}
+    for item in build_args:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--build-arg {item!r}: write KEY=VALUE")
+        args[key] = value
+    resolved = resolve_targets(env_spec, () if all_targets else cuda, _sources(channel, mirror, pip_index))
+    options = BuildOptions(build_args=args, no_cache=no_cache, platform=image_platform, network=network)
+    results = []
+    for target in resolved:
+        click.echo(f"building {target.tag} ...", err=True)
+        results.append(build_target_image(
+            target, lock_root=lock_root, options=options, relock=not frozen, solver=solver, push=push,
+            echo=_echo_build_line, replaced_pip_index=bool(pip_index)))
+    if as_json:
+        reports.print_json([r.as_dict() for r in results])
+        return
+    reports.print_table(
+        f"{resolved[0].name}: images",
+        ["target", "tags", "size", "env layer", "seconds", "pushed"],
+        [[r.target, " ".join(r.tags), reports.human_size(r.size),
+          reports.human_size(r.env_layer_size), f"{r.seconds:.0f}", " ".join(r.pushed)] for r in results],
+    )
+
+
+def with_ca_certificates(env_spec, ca_certs):
+    """CA files from the command line join the spec's (paths made absolute: they are not in the spec's folder)."""
+    from builder.spec import parse_spec
+
+    data = env_spec.model_dump(mode="json")
+    data["ca_certificates"] = list(data.get("ca_certificates") or []) + [str(p.resolve()) for p in ca_certs]
+    replaced = parse_spec(data, str(env_spec.source or env_spec.name))
+    replaced._source = env_spec.source
+    return replaced
+
+
+@cli.command()
+@SPEC
+@JSON
+def images(spec, as_json) -> None:
+    """The images envbuild built for SPEC: tags, sizes, the lock each came from."""
+    from builder.image import list_images
+
+    rows = list_images(load_spec(spec).name)
+    if as_json:
+        reports.print_json(rows)
+        return
+    reports.print_table(
+        "images", ["target", "torch", "cuda", "tags", "size", "lock", "created"],
+        [[r["target"], r["torch"], r["cuda"], " ".join(r["tags"]), reports.human_size(r["size"]),
+          r["lock_hash"][:12], r["created"]] for r in rows],
+    )
 
 
 def main() -> None:

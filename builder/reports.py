@@ -56,3 +56,14 @@ def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None
             ElementTree.SubElement(element, "skipped", message=case.get("reason") or "skipped")
     path.parent.mkdir(parents=True, exist_ok=True)
     ElementTree.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def human_size(size: int | None) -> str:
+    if size is None:
+        return ""
+    value = float(size)
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} GB"

@@ -226,6 +226,22 @@ def resolve_target(
     )
 
 
+def with_images(spec: EnvSpec, runtime: str | None = None, builder: str | None = None) -> EnvSpec:
+    """The spec with base images replaced from the command line (validated like the spec's own)."""
+    if not runtime and not builder:
+        return spec
+    from builder.spec import parse_spec
+
+    data = spec.model_dump(mode="json")
+    for role, image in (("runtime", runtime), ("builder", builder)):
+        if image:
+            name, _, digest = image.partition("@")
+            data["images"][role] = {"image": name, "digest": digest or None}
+    replaced = parse_spec(data, f"{spec.source or spec.name} (with --base-image/--builder-image)")
+    replaced._source = spec.source
+    return replaced
+
+
 def resolve_targets(
     spec: EnvSpec, cuda: tuple[str, ...] = (), sources: Sources = Sources(),
     platforms: tuple[str, ...] = (),

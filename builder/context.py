@@ -1,0 +1,78 @@
+"""The build context of one target: Dockerfile, the locked install plan, the installer, the smoke suite.
+
+Made from a Target and its lock (never from the spec file): the lock stage's output is the only
+source of what gets installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from builder.errors import EnvbuildError
+from builder.lockfile import read_lock
+from builder.render import RenderedEnv, render_target, write_context
+from builder.target import Target
+
+IMAGE_PLATFORM_SUBDIR = {"linux/amd64": "linux-64", "linux/arm64": "linux-aarch64"}
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    target: Target
+    root: Path
+    lock_hash: str  # sha256 of the conda-lock.yml the image installs
+    subdir: str
+    rendered: RenderedEnv
+
+    @property
+    def dockerfile(self) -> str:
+        return self.rendered.dockerfile
+
+
+def lock_hash(lock_path: Path) -> str:
+    return hashlib.sha256(lock_path.read_bytes()).hexdigest()
+
+
+def _installer_files(destination: Path) -> None:
+    """The in-container installer: envbuild's install module and the rattler package, nothing else.
+
+    The builder image needs only a Python >= 3.10; py-rattler has no dependencies and is abi3.
+    """
+    import rattler
+
+    import builder
+
+    package = destination / "builder"
+    package.mkdir(parents=True)
+    source = Path(builder.__file__).parent
+    (package / "__init__.py").write_text((source / "__init__.py").read_text(encoding="utf-8"), encoding="utf-8")
+    shutil.copyfile(source / "install.py", package / "install.py")
+    rattler_dir = Path(rattler.__file__).parent
+    shutil.copytree(rattler_dir, destination / "rattler",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def make_context(target: Target, lock_path: Path, root: Path, image_platform: str = "linux/amd64") -> BuildContext:
+    from builder.install import export_platform_plan
+
+    subdir = IMAGE_PLATFORM_SUBDIR.get(image_platform)
+    if subdir is None:
+        raise EnvbuildError(f"--platform {image_platform}: envbuild builds linux/amd64 or linux/arm64 images")
+    lock = read_lock(lock_path)
+    if subdir not in lock.metadata.platforms:
+        raise EnvbuildError(
+            f"{lock_path}: locked for {', '.join(lock.metadata.platforms)}, not {subdir}; "
+            f"add {subdir} to the target's platforms and run `envbuild lock`"
+        )
+    rendered = render_target(target)
+    plan = export_platform_plan(lock_path, subdir)
+    root.mkdir(parents=True, exist_ok=True)
+    write_context(rendered, root, {"envbuild/plan.json": json.dumps(plan, indent=1, sort_keys=True).encode()})
+    (root / "envbuild" / "conda-lock.yml").write_bytes(lock_path.read_bytes())
+    _installer_files(root / "envbuild" / "installer")
+    (root / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")
+    return BuildContext(target, root, lock_hash(lock_path), subdir, rendered)

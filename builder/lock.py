@@ -1,0 +1,398 @@
+"""`envbuild lock`: one conda-lock.yml per CUDA target (all its platforms), cached by input hash.
+
+Each target is locked by real conda-lock in its own forked process (conda-lock's import cost is
+paid once, in the parent), with a timeout, in a clean temporary folder (conda-lock silently uses a
+`virtual-packages.yml` it finds in its working folder), with the target's virtual packages written
+out explicitly. Results are renamed into place only when complete, under a file lock per env.
+
+Layout, next to the spec (`envs/pytorch.yaml`):
+    envs/pytorch/locks/<target>/conda-lock.yml      what conda-lock wrote; commit it
+    envs/pytorch/locks/<target>/envbuild-lock.json  the input hash and the sources used
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import filelock
+import yaml
+from pydantic import BaseModel
+
+from builder import __version__
+from builder.errors import EnvbuildError
+from builder.lockfile import CondaLock, read_lock
+from builder.render import render_target
+from builder.target import Target
+
+LOCK_FILE = "conda-lock.yml"
+INFO_FILE = "envbuild-lock.json"
+SOLVERS = ("micromamba", "mamba", "conda")
+OWN_SOLVER = "envbuild-micromamba"
+
+Status = Literal["locked", "unchanged", "fresh", "stale", "missing", "failed"]
+
+
+class LockInfo(BaseModel):
+    """What a lock was made from; its hash decides whether a solve can be skipped."""
+
+    envbuild_version: str
+    input_hash: str
+    env: str
+    target: str
+    torch: str
+    cuda: str | None
+    platforms: list[str]
+    channels: list[str]
+    pip_repositories: list[str]
+    virtual_packages: dict[str, dict[str, str]]
+    solver: str
+
+
+@dataclass(frozen=True)
+class LockInputs:
+    target: Target
+    environment_yml: str
+    virtual_packages: dict[str, dict[str, str]]
+
+    @property
+    def input_hash(self) -> str:
+        material = {
+            "envbuild": __version__,
+            "spec": self.target.spec.model_dump(mode="json"),
+            "target": self.target.key,
+            "environment_yml": self.environment_yml,
+            "virtual_packages": self.virtual_packages,
+            "channels": list(self.target.channels),
+            "pip_index": self.target.pip_index,
+            "platforms": list(self.target.platforms),
+        }
+        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+    def virtual_packages_yml(self) -> str:
+        subdirs = {p: {"packages": packages} for p, packages in self.virtual_packages.items()}
+        return yaml.safe_dump({"subdirs": subdirs}, sort_keys=True)
+
+
+@dataclass
+class LockResult:
+    target: str
+    status: Status
+    path: Path
+    seconds: float = 0.0
+    input_hash: str = ""
+    message: str = ""
+    torch_builds: dict[str, str] = field(default_factory=dict)
+    package_counts: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "target": self.target, "status": self.status, "path": str(self.path),
+            "seconds": round(self.seconds, 2), "input_hash": self.input_hash,
+            "message": self.message, "torch_builds": self.torch_builds,
+            "package_counts": self.package_counts,
+        }
+
+
+def lock_inputs(target: Target, replaced_pip_index: bool = False) -> LockInputs:
+    rendered = render_target(target, sources_replaced_pip=replaced_pip_index)
+    virtual = {p: target.virtual_packages(p) for p in target.platforms}
+    return LockInputs(target, rendered.environment_yml, virtual)
+
+
+def default_lock_dir(target: Target, root: Path | None = None) -> Path:
+    if root is not None:
+        return root / target.key
+    source = target.spec.source
+    base = source.parent if source else Path.cwd()
+    return base / target.spec.name / "locks" / target.key
+
+
+def read_info(folder: Path) -> LockInfo | None:
+    try:
+        return LockInfo.model_validate_json((folder / INFO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def lock_status(inputs: LockInputs, folder: Path) -> Status:
+    """fresh: the lock exists and was made from these inputs; stale: inputs changed; missing."""
+    if not (folder / LOCK_FILE).is_file():
+        return "missing"
+    info = read_info(folder)
+    return "fresh" if info is not None and info.input_hash == inputs.input_hash else "stale"
+
+
+def find_solver(explicit: str | None = None) -> Path:
+    """A real micromamba/mamba/conda when present, else envbuild's rattler-backed one."""
+    if explicit:
+        found = shutil.which(explicit)
+        if not found:
+            raise EnvbuildError(f"solver {explicit!r} not found; give a path or a name on PATH")
+        return Path(found)
+    for name in SOLVERS:
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+    beside = Path(sys.executable).parent / OWN_SOLVER
+    if beside.is_file():
+        return beside
+    found = shutil.which(OWN_SOLVER)
+    if found:
+        return Path(found)
+    raise EnvbuildError(f"no conda solver found and {OWN_SOLVER} is not installed; reinstall envbuild")
+
+
+def summarize(lock: CondaLock) -> tuple[dict[str, str], dict[str, int]]:
+    builds, counts = {}, {}
+    for platform in lock.metadata.platforms:
+        packages = lock.for_platform(platform)
+        counts[platform] = len(packages)
+        torch = next((p for p in packages if p.name in ("pytorch", "torch")), None)
+        if torch:
+            builds[platform] = f"{torch.version} {torch.build or torch.manager}"
+    return builds, counts
+
+
+@contextmanager
+def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
+    """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work."""
+    folder.mkdir(parents=True, exist_ok=True)
+    guard = filelock.FileLock(str(folder / ".envbuild-lock.lock"))
+    try:
+        guard.acquire(timeout=0)
+    except filelock.Timeout:
+        print(f"waiting for another envbuild lock on {folder} ...", file=sys.stderr)
+        try:
+            guard.acquire(timeout=timeout)
+        except filelock.Timeout:
+            raise EnvbuildError(f"{folder}: another envbuild lock held it for {timeout:.0f} s; try again") from None
+    try:
+        yield
+    finally:
+        guard.release()
+
+
+def _mapping_file() -> str:
+    return str(resources.files("builder").joinpath("data/pypi_to_conda.yaml"))
+
+
+def _conda_lock_args(work: Path, job: _Job) -> list[str]:
+    args = [
+        "lock", "--conda", str(job.solver), "--no-mamba", "--no-micromamba",
+        "-f", str(work / "environment.yml"),
+        "--virtual-package-spec", str(work / "target-virtual-packages.yml"),
+        "--lockfile", str(work / LOCK_FILE),
+        "--pypi_to_conda_lookup_file", _mapping_file(),
+        "--log-level", "WARNING",
+    ]
+    for platform in job.inputs.target.platforms:
+        args += ["-p", platform]
+    for package in job.update:
+        args += ["--update", package]
+    return args
+
+
+@dataclass(frozen=True)
+class _Job:
+    inputs: LockInputs
+    folder: Path
+    solver: Path
+    update: tuple[str, ...]
+    work: Path
+
+
+def _run_conda_lock(job: _Job) -> int:
+    """In the forked child: run conda-lock's CLI in-process with output sent to a log file."""
+    os.setpgrp()  # so a timeout can stop conda-lock and every solver process it started
+    work = job.work
+    os.chdir(work)
+    log = os.open(work / "conda-lock.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.environ.setdefault("POETRY_CACHE_DIR", str(work / "poetry-cache"))
+    from conda_lock.conda_lock import cli as conda_lock_cli
+
+    try:
+        conda_lock_cli.main(args=_conda_lock_args(work, job), standalone_mode=False)
+        return 0
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except BaseException as exc:  # conda-lock's own errors: the log keeps the explanation
+        print(f"envbuild: conda-lock failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _child_main(job: _Job) -> None:
+    code = 1
+    try:
+        code = _run_conda_lock(job)
+    finally:
+        os._exit(code)
+
+
+def _explain_failure(log_text: str) -> str:
+    """The lines of conda-lock's output that explain a failure, without traceback noise."""
+    lines = [line.rstrip() for line in log_text.splitlines() if line.strip()]
+    marked = [line for line in lines if "envbuild:" in line or "conflict" in line.lower()
+              or "cannot be installed" in line.lower() or "unsatisfiable" in line.lower()
+              or "nothing provides" in line.lower()]
+    keep = marked or [line for line in lines if not line.startswith(("  File ", "Traceback", "    "))]
+    text = "\n".join(keep[-20:])
+    return text or "conda-lock failed without output"
+
+
+def _prepare(job: _Job, existing: Path) -> None:
+    job.work.mkdir(parents=True, exist_ok=True)
+    (job.work / "environment.yml").write_text(job.inputs.environment_yml, encoding="utf-8")
+    (job.work / "target-virtual-packages.yml").write_text(job.inputs.virtual_packages_yml(), encoding="utf-8")
+    if job.update:
+        if not existing.is_file():
+            raise EnvbuildError(f"{existing}: --update needs an existing lock; run `envbuild lock` first")
+        shutil.copyfile(existing, job.work / LOCK_FILE)
+
+
+def _commit(job: _Job) -> LockResult:
+    """Validate the new lockfile, then rename it and its info into place (old lock kept until then)."""
+    produced = job.work / LOCK_FILE
+    lock = read_lock(produced)
+    target = job.inputs.target
+    info = LockInfo(
+        envbuild_version=__version__, input_hash=job.inputs.input_hash, env=target.name,
+        target=target.key, torch=target.torch, cuda=target.cuda, platforms=list(target.platforms),
+        channels=list(target.channels), pip_repositories=[target.pip_index] if target.pip_index else [],
+        virtual_packages=job.inputs.virtual_packages, solver=job.solver.name,
+    )
+    job.folder.mkdir(parents=True, exist_ok=True)
+    staged_lock = job.folder / f".{LOCK_FILE}.{os.getpid()}.tmp"
+    staged_info = job.folder / f".{INFO_FILE}.{os.getpid()}.tmp"
+    shutil.copyfile(produced, staged_lock)
+    staged_info.write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(staged_lock, job.folder / LOCK_FILE)
+    os.replace(staged_info, job.folder / INFO_FILE)
+    builds, counts = summarize(lock)
+    return LockResult(target.key, "locked", job.folder / LOCK_FILE, input_hash=info.input_hash,
+                      torch_builds=builds, package_counts=counts)
+
+
+def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResult]:
+    # Imported once here so each forked child starts with conda-lock loaded.
+    import conda_lock.conda_lock  # noqa: F401
+
+    context = multiprocessing.get_context("fork")
+    pending = list(jobs)
+    running: dict[int, tuple[_Job, multiprocessing.process.BaseProcess, float]] = {}
+    results: dict[str, LockResult] = {}
+    while pending or running:
+        while pending and len(running) < parallel:
+            job = pending.pop(0)
+            process = context.Process(target=_child_main, args=(job,), daemon=False)
+            process.start()
+            running[process.pid] = (job, process, time.monotonic())
+        time.sleep(0.02)
+        for pid, (job, process, started) in list(running.items()):
+            elapsed = time.monotonic() - started
+            if process.exitcode is None and elapsed > timeout:
+                _kill_group(pid)
+                process.join()
+                results[job.inputs.target.key] = LockResult(
+                    job.inputs.target.key, "failed", job.folder / LOCK_FILE, elapsed,
+                    message=f"locking took longer than {timeout:.0f} s and was stopped",
+                )
+                del running[pid]
+            elif process.exitcode is not None:
+                process.join()
+                results[job.inputs.target.key] = _finish(job, process.exitcode, elapsed)
+                del running[pid]
+    return [results[job.inputs.target.key] for job in jobs]
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _finish(job: _Job, exitcode: int, elapsed: float) -> LockResult:
+    key = job.inputs.target.key
+    log_path = job.work / "conda-lock.log"
+    log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.is_file() else ""
+    if exitcode != 0 or not (job.work / LOCK_FILE).is_file():
+        return LockResult(key, "failed", job.folder / LOCK_FILE, elapsed, message=_explain_failure(log_text))
+    try:
+        result = _commit(job)
+    except EnvbuildError as exc:
+        return LockResult(key, "failed", job.folder / LOCK_FILE, elapsed, message=exc.message)
+    result.seconds = elapsed
+    return result
+
+
+def lock_targets(
+    targets: Sequence[Target],
+    *,
+    lock_root: Path | None = None,
+    solver: str | None = None,
+    update: Sequence[str] = (),
+    force: bool = False,
+    parallel: int | None = None,
+    timeout: float = 600.0,
+    replaced_pip_index: bool = False,
+) -> list[LockResult]:
+    """Lock every target whose inputs changed (all of them with `force` or `update`)."""
+    if not targets:
+        return []
+    env_folder = default_lock_dir(targets[0], lock_root).parent
+    with env_file_lock(env_folder, timeout=timeout * max(1, len(targets))):
+        results: dict[str, LockResult] = {}
+        jobs: list[_Job] = []
+        scratch = Path(tempfile.mkdtemp(prefix="envbuild-lock-"))
+        try:
+            solver_path = None
+            for target in targets:
+                inputs = lock_inputs(target, replaced_pip_index)
+                folder = default_lock_dir(target, lock_root)
+                if not force and not update and lock_status(inputs, folder) == "fresh":
+                    builds, counts = summarize(read_lock(folder / LOCK_FILE))
+                    results[target.key] = LockResult(target.key, "unchanged", folder / LOCK_FILE,
+                                                     input_hash=inputs.input_hash,
+                                                     torch_builds=builds, package_counts=counts)
+                    continue
+                solver_path = solver_path or find_solver(solver)
+                job = _Job(inputs, folder, solver_path, tuple(update), scratch / target.key)
+                _prepare(job, folder / LOCK_FILE)
+                jobs.append(job)
+            workers = parallel or min(len(jobs), os.cpu_count() or 1) or 1
+            for result in _run_jobs(jobs, workers, timeout) if jobs else []:
+                results[result.target] = result
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return [results[t.key] for t in targets]
+
+
+def check_targets(targets: Sequence[Target], *, lock_root: Path | None = None,
+                  replaced_pip_index: bool = False) -> list[LockResult]:
+    """For CI: which locks are fresh, stale or missing, without solving anything."""
+    results = []
+    for target in targets:
+        inputs = lock_inputs(target, replaced_pip_index)
+        folder = default_lock_dir(target, lock_root)
+        results.append(LockResult(target.key, lock_status(inputs, folder), folder / LOCK_FILE,
+                                  input_hash=inputs.input_hash))
+    return results

@@ -1,0 +1,52 @@
+"""The main job for one target, stage by stage: lock (if stale) -> build context -> image."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from builder.context import make_context
+from builder.errors import EnvbuildError
+from builder.image import BuildOptions, ImageResult, build_image, push_image
+from builder.lock import LOCK_FILE, check_targets, default_lock_dir, lock_targets
+from builder.target import Target
+
+
+def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: str | None = None,
+                replaced_pip_index: bool = False) -> Path:
+    """The target's lockfile, fresh for its inputs; locked now when allowed, else a clear error."""
+    status = check_targets([target], lock_root=lock_root, replaced_pip_index=replaced_pip_index)[0].status
+    if status == "fresh":
+        return default_lock_dir(target, lock_root) / LOCK_FILE
+    if not relock:
+        raise EnvbuildError(f"{target.key}: the lock is {status}; run `envbuild lock` first (or drop --frozen)")
+    result = lock_targets([target], lock_root=lock_root, solver=solver, replaced_pip_index=replaced_pip_index)[0]
+    if result.status == "failed":
+        raise EnvbuildError(f"{target.key}: lock failed: {result.message}")
+    return result.path
+
+
+def build_target_image(
+    target: Target,
+    *,
+    lock_root: Path | None = None,
+    options: BuildOptions = BuildOptions(),
+    relock: bool = True,
+    solver: str | None = None,
+    push: str | None = None,
+    echo: Callable[[str], None] = lambda line: None,
+    replaced_pip_index: bool = False,
+    client=None,
+) -> ImageResult:
+    lock_path = ensure_lock(target, lock_root, relock, solver, replaced_pip_index)
+    root = Path(tempfile.mkdtemp(prefix=f"envbuild-context-{target.key}-"))
+    try:
+        context = make_context(target, lock_path, root / "context", options.platform)
+        result = build_image(context, options, echo=echo, client=client)
+        if push:
+            result.pushed = push_image(result, push, echo=echo, client=client)
+        return result
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
