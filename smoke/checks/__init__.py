@@ -1,0 +1,24 @@
+"""The check modules, grouped by concern. Importing them imports torch and registers the checks."""
+
+from __future__ import annotations
+
+import importlib
+
+from smoke.registry import REGISTRY, Check
+
+# Registry order is run order: environment first (it probes CUDA), torchvision last.
+CHECK_MODULES = (
+    "environment",
+    "visibility",
+    "dataparallel",
+    "amp",
+    "checkpoints",
+    "dataloader",
+    "torchvision_checks",
+)
+
+
+def load_checks() -> list[Check]:
+    for module in CHECK_MODULES:
+        importlib.import_module(f"smoke.checks.{module}")
+    return list(REGISTRY)

@@ -1,0 +1,108 @@
+"""Environment: torch and CUDA builds as expected, a driver new enough, kernels for every GPU."""
+
+from __future__ import annotations
+
+import torch
+
+from smoke.checks.cuda_probe import probe_cuda
+from smoke.compat import FAIL, WARN, arch_coverage, driver_verdict, parse_major_minor, version_matches_prefix
+from smoke.driver import read_driver
+from smoke.registry import Context, Outcome, check, failed, needs_gpus, passed, skipped, verdict
+
+
+@check("env.torch_version")
+def torch_version(ctx: Context) -> Outcome:
+    """torch.__version__ (local suffix ignored) starts with --expect-torch."""
+    installed = str(torch.__version__)
+    expected = ctx.settings.expect_torch
+    if not expected:
+        return skipped(f"no --expect-torch or ENVBUILD_EXPECT_TORCH given; torch is {installed}", torch=installed)
+    if version_matches_prefix(installed, expected):
+        return passed(f"torch {installed} matches expected {expected}", torch=installed, expected=expected)
+    return failed(f"torch {installed} is installed but {expected} was expected", torch=installed, expected=expected)
+
+
+@check("env.cuda_build")
+def cuda_build(ctx: Context) -> Outcome:
+    """torch.version.cuda matches --expect-cuda (major.minor, or 'cpu' for a CPU build)."""
+    built_for = torch.version.cuda
+    shown = "a CPU build" if built_for is None else f"built for CUDA {built_for}"
+    expectation = ctx.settings.expect_cuda
+    if expectation is None:
+        return skipped(f"no --expect-cuda or ENVBUILD_EXPECT_CUDA given; torch is {shown}", torch_cuda=built_for)
+    details = {"torch_cuda": built_for, "expected": expectation.describe()}
+    if expectation.matches(built_for):
+        return passed(f"torch is {shown}, as expected ({expectation.describe()})", **details)
+    return failed(f"torch is {shown} but {expectation.describe()} was expected", **details)
+
+
+@check("env.cuda_available")
+def cuda_available(ctx: Context) -> Outcome:
+    """torch.cuda.is_available(), with the warnings it raised (e.g. 'driver too old') kept."""
+    probe = probe_cuda()
+    details = {"torch_cuda": probe.built_for, "device_count": probe.device_count, "cuda_warnings": probe.warnings}
+    if probe.available:
+        note = f" (warnings: {'; '.join(probe.warnings)})" if probe.warnings else ""
+        return passed(f"CUDA available with {probe.device_count} device(s){note}", **details)
+    if probe.built_for is None:
+        return needs_gpus(1, "CPU build of torch (torch.version.cuda is None): CUDA cannot be used", **details)
+    why = probe.describe_unavailable() or "no warning given (no GPU passed to the container?)"
+    return needs_gpus(
+        1, f"torch is built for CUDA {probe.built_for} but torch.cuda.is_available() is False: {why}", **details
+    )
+
+
+@check("env.driver")
+def driver_supports_runtime(ctx: Context) -> Outcome:
+    """The driver's CUDA version (NVML, else nvidia-smi) can run torch's CUDA runtime."""
+    runtime = torch.version.cuda
+    if runtime is None:
+        return skipped("CPU build of torch: no CUDA runtime to compare with a driver")
+    reading = read_driver()
+    details = {
+        "source": reading.source,
+        "driver_version": reading.driver_version,
+        "driver_cuda": reading.cuda_text,
+        "runtime_cuda": runtime,
+        "notes": reading.notes,
+    }
+    if reading.cuda is None:
+        return needs_gpus(1, f"no NVIDIA driver answered ({'; '.join(reading.notes)})", **details)
+    judged = driver_verdict(reading.cuda, parse_major_minor(runtime))
+    details["verdict"] = judged.level
+    if judged.level == FAIL:
+        return failed(judged.message, **details)
+    if judged.level == WARN:
+        return passed(judged.message, **details)
+    return passed(f"{judged.message} (driver {reading.driver_version}, via {reading.source})", **details)
+
+
+@check("env.arch_list", gpus=1)
+def arch_list_covers_gpus(ctx: Context) -> Outcome:
+    """Every GPU's compute capability is in torch.cuda.get_arch_list(), and a kernel really runs."""
+    arch_list = list(torch.cuda.get_arch_list())
+    problems: list[str] = []
+    devices = []
+    for index in range(ctx.gpu_count):
+        capability = tuple(torch.cuda.get_device_capability(index))
+        coverage = arch_coverage(arch_list, (int(capability[0]), int(capability[1])))
+        entry = {"index": index, "name": torch.cuda.get_device_name(index), "coverage": coverage.how,
+                 "arch": coverage.entry, "message": coverage.message}
+        if not coverage.covered:
+            problems.append(f"cuda:{index}: {coverage.message}")
+        kernel_error = _run_a_kernel(index)
+        entry["kernel"] = kernel_error or "ran"
+        if kernel_error:
+            problems.append(f"cuda:{index}: a kernel failed: {kernel_error}")
+        devices.append(entry)
+    summary = ", ".join(f"cuda:{d['index']} {d['coverage']} ({d['arch']})" for d in devices)
+    return verdict(problems, f"kernels for every GPU: {summary}", arch_list=arch_list, devices=devices)
+
+
+def _run_a_kernel(index: int) -> str | None:
+    """The arch list can lie about what loads; an elementwise kernel shows 'no kernel image' at once."""
+    try:
+        value = (torch.arange(4, device=f"cuda:{index}") * 2).sum().item()
+    except RuntimeError as exc:
+        return " ".join(str(exc).split())[:300]
+    return None if value == 12 else f"arange(4)*2 summed to {value}, not 12"

@@ -1,0 +1,105 @@
+"""torchvision (when installed): its version pairs with torch's, its compiled ops load and run on
+every device, and a resnet18 (random weights, nothing downloaded) trains a step under AMP."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+
+import torch
+
+from smoke.compat import expected_torchvision, load_torchvision_pairs, release_parts
+from smoke.registry import Context, Outcome, check, failed, passed, skipped, verdict
+
+NMS_BOXES = [[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 11.0, 11.0], [50.0, 50.0, 60.0, 60.0]]
+NMS_SCORES = [0.9, 0.8, 0.7]
+# Boxes 0 and 1 overlap with IoU 81/119 = 0.68 > 0.5, so box 1 is suppressed.
+NMS_KEEP = [0, 2]
+
+
+def installed_torchvision() -> str | None:
+    """torchvision's version from its metadata, without importing it (import itself can fail)."""
+    if importlib.util.find_spec("torchvision") is None:
+        return None
+    try:
+        return importlib.metadata.version("torchvision")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def pairing_verdict(torch_version: str, torchvision_version: str) -> tuple[bool, str]:
+    expected = expected_torchvision(torch_version, load_torchvision_pairs())
+    if expected is None:
+        return True, f"no pairing known for torch {torch_version}; torchvision {torchvision_version} not judged"
+    have = release_parts(torchvision_version)[:2]
+    if [int(p) for p in expected.split(".")] == have:
+        return True, f"torchvision {torchvision_version} pairs with torch {torch_version}"
+    return False, (
+        f"torchvision {torchvision_version} does not pair with torch {torch_version} (expects torchvision "
+        f"{expected}.x): compiled ops will fail to load"
+    )
+
+
+def _not_installed() -> Outcome:
+    return skipped("torchvision is not installed")
+
+
+@check("torchvision.version")
+def version_pairs(ctx: Context) -> Outcome:
+    """torchvision's major.minor is the one built against this torch (data file smoke/data/)."""
+    version = installed_torchvision()
+    if version is None:
+        return _not_installed()
+    ok, message = pairing_verdict(str(torch.__version__), version)
+    details = {"torch": str(torch.__version__), "torchvision": version}
+    return passed(message, **details) if ok else failed(message, **details)
+
+
+@check("torchvision.ops")
+def compiled_ops_run(ctx: Context) -> Outcome:
+    """torchvision.ops.nms loads and gives the known answer on CPU and on each GPU."""
+    if installed_torchvision() is None:
+        return _not_installed()
+    try:
+        import torchvision
+        from torchvision.ops import nms
+    except Exception as exc:  # "operator torchvision::nms does not exist" surfaces at import
+        return failed(f"import torchvision failed: {' '.join(str(exc).split())[:300]}")
+    devices = ["cpu"] + [f"cuda:{i}" for i in range(ctx.gpu_count)]
+    problems = []
+    for device in devices:
+        try:
+            keep = nms(torch.tensor(NMS_BOXES, device=device), torch.tensor(NMS_SCORES, device=device), 0.5)
+        except Exception as exc:
+            problems.append(f"nms on {device}: {' '.join(str(exc).split())[:300]}")
+            continue
+        if keep.tolist() != NMS_KEEP:
+            problems.append(f"nms on {device} kept {keep.tolist()}, not {NMS_KEEP}")
+    return verdict(problems, f"torchvision {torchvision.__version__} nms runs on {', '.join(devices)}")
+
+
+@check("torchvision.resnet18_amp")
+def resnet18_step(ctx: Context) -> Outcome:
+    """resnet18(weights=None) does forward and backward under autocast on a tiny batch, per device."""
+    if installed_torchvision() is None:
+        return _not_installed()
+    try:
+        from torchvision.models import resnet18
+    except Exception as exc:
+        return failed(f"import torchvision failed: {' '.join(str(exc).split())[:300]}")
+    runs = [("cpu", torch.bfloat16)] + [(f"cuda:{i}", torch.float16) for i in range(ctx.gpu_count)]
+    problems = []
+    for device, dtype in runs:
+        torch.manual_seed(0)
+        model = resnet18(weights=None, num_classes=10).to(device)
+        images = torch.randn(2, 3, 64, 64, device=device)
+        with torch.autocast(device_type=torch.device(device).type, dtype=dtype):
+            logits = model(images)
+        logits.float().sum().backward()
+        grads = [p.grad for p in model.parameters()]
+        if logits.dtype != dtype:
+            problems.append(f"{device}: logits are {logits.dtype}, not {dtype}")
+        if any(g is None or not bool(torch.isfinite(g).all()) for g in grads):
+            problems.append(f"{device}: missing or non-finite gradients")
+    shown = ", ".join(f"{d} {str(t).replace('torch.', '')}" for d, t in runs)
+    return verdict(problems, f"resnet18 forward+backward under autocast: {shown}")

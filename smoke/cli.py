@@ -1,0 +1,174 @@
+"""`python -m smoke`: run the checks, print a compact table, write JSON and JUnit reports.
+
+Exit status: 0 when nothing failed, 1 when a check failed, 2 for a bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from smoke.compat import CudaExpectation
+from smoke.registry import Check, Context, Settings, run_check, select_checks
+from smoke.report import FAILED, PASSED, CheckResult, SmokeReport
+
+EXPECT_TORCH_ENV = "ENVBUILD_EXPECT_TORCH"
+EXPECT_CUDA_ENV = "ENVBUILD_EXPECT_CUDA"
+IMPORT_CHECK = "env.import_torch"
+STATUS_LABELS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m smoke",
+        description="Check that torch, CUDA, DataParallel, AMP, checkpoints and DataLoader work in this environment.",
+    )
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
+    parser.add_argument("--junit", type=Path, metavar="FILE", help="write a JUnit XML report here")
+    parser.add_argument("--require-gpus", type=int, default=0, metavar="N",
+                        help="fail unless N CUDA devices are visible; GPU skips become failures")
+    parser.add_argument("--expect-torch", metavar="VER", default=os.environ.get(EXPECT_TORCH_ENV) or None,
+                        help=f"expected torch version prefix, e.g. 2.13 (default: ${EXPECT_TORCH_ENV})")
+    parser.add_argument("--expect-cuda", metavar="X.Y|cpu", default=os.environ.get(EXPECT_CUDA_ENV) or None,
+                        help=f"expected torch.version.cuda, or 'cpu' (default: ${EXPECT_CUDA_ENV})")
+    parser.add_argument("--only", metavar="NAME,...", default="",
+                        help="run only these checks (full names or groups such as amp,dp)")
+    parser.add_argument("--timeout-per-check", type=float, default=120.0, metavar="S",
+                        help="fail a check that runs longer than S seconds (default 120)")
+    parser.add_argument("--no-collect-env", action="store_true",
+                        help="do not attach torch.utils.collect_env output (saves 6-8 s)")
+    parser.add_argument("--list", action="store_true", help="list the checks and exit")
+    return parser
+
+
+def parse_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Settings:
+    if args.require_gpus < 0:
+        parser.error("--require-gpus must be 0 or more")
+    if args.timeout_per_check <= 0:
+        parser.error("--timeout-per-check must be more than 0 seconds")
+    expectation = None
+    if args.expect_cuda:
+        try:
+            expectation = CudaExpectation.parse(args.expect_cuda)
+        except ValueError as exc:
+            parser.error(str(exc))
+    return Settings(
+        expect_torch=args.expect_torch,
+        expect_cuda=expectation,
+        require_gpus=args.require_gpus,
+        timeout_per_check=args.timeout_per_check,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the suite; the exit status."""
+    return run_suite(argv)[0]
+
+
+def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
+    """Run the suite: (exit status, names of checks abandoned after their timeout)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    settings = parse_settings(parser, args)
+    only = [name for name in args.only.split(",") if name.strip()]
+    ctx = Context(settings)
+
+    import_result, checks = _import_checks()
+    if checks is None:  # torch itself is broken: report that alone, as a failure
+        return _finish(SmokeReport([import_result], {"python": sys.version.split()[0]}), args), []
+    try:
+        selected = select_checks(checks, only)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.list:
+        for item in checks:
+            gpu_note = f" [needs {item.gpus} GPU]" if item.gpus else ""
+            print(f"{item.name:34} {item.description}{gpu_note}")
+        return 0, []
+
+    from smoke.checks.cuda_probe import probe_cuda
+    from smoke.environment import collect_env_text, describe_environment
+
+    ctx.gpu_count = probe_cuda().device_count
+    results: list[CheckResult] = []
+    _print_header()
+    if not only or IMPORT_CHECK in only or "env" in only:
+        results.append(import_result)
+        _print_row(import_result)
+    for item in selected:
+        result = run_check(item, ctx)
+        results.append(result)
+        _print_row(result)
+
+    environment = describe_environment()
+    environment["settings"] = {
+        "expect_torch": settings.expect_torch,
+        "expect_cuda": settings.expect_cuda.describe() if settings.expect_cuda else None,
+        "require_gpus": settings.require_gpus,
+        "only": only,
+    }
+    collect_env = None
+    if not args.no_collect_env:
+        # Last, and in a child with a timeout: it is slow (6-8 s) and only informational.
+        collect_env, note = collect_env_text()
+        if note:
+            environment["collect_env_note"] = note
+    return _finish(SmokeReport(results, environment, collect_env), args), ctx.hung_checks
+
+
+def run_cli() -> None:
+    rc, hung = run_suite()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if hung:
+        # A check's thread is stuck (inside CUDA, say); a normal exit could wait for it forever.
+        os._exit(rc)
+    sys.exit(rc)
+
+
+def _import_checks() -> tuple[CheckResult, list[Check] | None]:
+    start = time.perf_counter()
+    try:
+        import torch
+
+        from smoke.checks import load_checks
+
+        checks = load_checks()
+    except Exception as exc:  # ImportError, OSError for missing shared libraries, and worse
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+        return CheckResult(IMPORT_CHECK, FAILED, f"import torch failed: {message}",
+                           time.perf_counter() - start), None
+    seconds = time.perf_counter() - start
+    reason = f"torch {torch.__version__} imported in {seconds:.1f} s"
+    return CheckResult(IMPORT_CHECK, PASSED, reason, seconds, {"torch": str(torch.__version__)}), checks
+
+
+def _finish(report: SmokeReport, args: argparse.Namespace) -> int:
+    summary = report.summary
+    print(f"smoke: {summary.passed} passed, {summary.failed} failed, {summary.skipped} skipped")
+    if args.json:
+        report.write_json(args.json)
+    if args.junit:
+        report.write_junit(args.junit)
+    return 0 if report.ok else 1
+
+
+def _reason_width() -> int:
+    return max(40, shutil.get_terminal_size((160, 24)).columns - 56)
+
+
+def _print_header() -> None:
+    print(f"{'STATUS':6} {'CHECK':34} {'SECONDS':>8}  REASON")
+
+
+def _print_row(result: CheckResult) -> None:
+    reason = " ".join(result.reason.split())
+    width = _reason_width()
+    if len(reason) > width:
+        reason = reason[: width - 3] + "..."
+    print(f"{STATUS_LABELS[result.status]:6} {result.name:34} {result.seconds:8.2f}  {reason}", flush=True)

@@ -1,0 +1,205 @@
+"""Pure compatibility logic behind the environment checks: versions, driver vs runtime, arch lists.
+
+No torch here: the checks feed in what torch and the driver report, and tests feed in tables.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PAIRING_FILE = Path(__file__).with_name("data") / "torchvision_pairs.json"
+
+OK = "ok"
+WARN = "warn"
+FAIL = "fail"
+
+
+def release_parts(version: str) -> list[int]:
+    """Numeric release components of a version, local suffix dropped: '2.13.0+cpu' -> [2, 13, 0]."""
+    public = version.split("+", 1)[0].strip()
+    parts: list[int] = []
+    for piece in public.split("."):
+        digits = re.match(r"\d+", piece)
+        if digits is None:
+            break
+        parts.append(int(digits.group(0)))
+        if digits.group(0) != piece:  # '0rc1', '0a0': stop at pre-release markers
+            break
+    return parts
+
+
+def version_matches_prefix(installed: str, expected: str) -> bool:
+    """True when `expected`'s release components are a prefix of `installed`'s ('2.13' ~ '2.13.0+cpu').
+
+    Component-wise, so '2.1' does not match '2.13.0'.
+    """
+    want = release_parts(expected)
+    have = release_parts(installed)
+    return bool(want) and have[: len(want)] == want
+
+
+def parse_major_minor(text: str) -> tuple[int, int]:
+    """'12.4' -> (12, 4); '12' -> (12, 0); raises ValueError on anything else."""
+    match = re.fullmatch(r"\s*(\d+)(?:\.(\d+))?(?:\.\d+)*\s*", text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a CUDA version like 12.4")
+    return int(match.group(1)), int(match.group(2) or 0)
+
+
+@dataclass(frozen=True)
+class CudaExpectation:
+    """What `--expect-cuda` asked for: 'cpu', or a CUDA major[.minor]."""
+
+    cpu: bool
+    version: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> CudaExpectation:
+        cleaned = text.strip().lower()
+        if cleaned in ("cpu", "none"):
+            return cls(cpu=True)
+        if not re.fullmatch(r"\d+(\.\d+)?", cleaned):
+            raise ValueError(f"--expect-cuda {text!r}: use a CUDA version like 12.4, or 'cpu'")
+        return cls(cpu=False, version=tuple(int(p) for p in cleaned.split(".")))
+
+    def describe(self) -> str:
+        return "cpu" if self.cpu else ".".join(str(p) for p in self.version)
+
+    def matches(self, torch_cuda: str | None) -> bool:
+        """Compare with torch.version.cuda (None on CPU builds) on the components given."""
+        if self.cpu:
+            return torch_cuda is None
+        if torch_cuda is None:
+            return False
+        major, minor = parse_major_minor(torch_cuda)
+        return (major, minor)[: len(self.version)] == self.version
+
+
+@dataclass(frozen=True)
+class Verdict:
+    level: str  # OK, WARN or FAIL
+    message: str
+
+
+def driver_verdict(driver_cuda: tuple[int, int], runtime_cuda: tuple[int, int]) -> Verdict:
+    """Can a driver that supports CUDA `driver_cuda` run a torch built for `runtime_cuda`?
+
+    CUDA's minor-version compatibility lets a driver of the same major run a newer minor runtime,
+    without PTX JIT and some newer APIs; a driver of an older major cannot run it at all.
+    """
+    d_text = f"{driver_cuda[0]}.{driver_cuda[1]}"
+    r_text = f"{runtime_cuda[0]}.{runtime_cuda[1]}"
+    if driver_cuda[0] < runtime_cuda[0]:
+        return Verdict(
+            FAIL,
+            f"driver supports CUDA {d_text} but torch is built for CUDA {r_text}: a newer driver "
+            f"(CUDA {runtime_cuda[0]}.x) is needed, or an image for CUDA {driver_cuda[0]}.x",
+        )
+    if driver_cuda[0] == runtime_cuda[0] and driver_cuda[1] < runtime_cuda[1]:
+        return Verdict(
+            WARN,
+            f"warning: driver supports CUDA {d_text}, torch is built for {r_text}: runs only through "
+            "minor-version compatibility (no PTX JIT, newer CUDA features may fail); update the driver",
+        )
+    return Verdict(OK, f"driver supports CUDA {d_text} >= torch's CUDA {r_text}")
+
+
+def driver_cuda_from_nvml(encoded: int) -> tuple[int, int]:
+    """nvmlSystemGetCudaDriverVersion() returns 1000*major + 10*minor (12020 -> 12.2)."""
+    return encoded // 1000, (encoded % 1000) // 10
+
+
+@dataclass(frozen=True)
+class ArchEntry:
+    """One entry of torch.cuda.get_arch_list(): 'sm_86' (machine code) or 'compute_90' (PTX)."""
+
+    kind: str  # "sm" or "compute"
+    major: int
+    minor: int
+    suffix: str  # "", "a" (arch-specific) or "f" (family)
+
+    @classmethod
+    def parse(cls, entry: str) -> ArchEntry:
+        match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", entry.strip())
+        if match is None:
+            raise ValueError(f"{entry!r} is not an arch entry like sm_86 or compute_90")
+        return cls(match.group(1), int(match.group(2)), int(match.group(3)), match.group(4))
+
+    def runs_on(self, capability: tuple[int, int]) -> bool:
+        major, minor = capability
+        if self.suffix == "a":  # sm_90a / compute_90a: that exact GPU generation only
+            return (major, minor) == (self.major, self.minor)
+        if self.kind == "compute":  # PTX is JIT-compiled for any newer GPU
+            return (major, minor) >= (self.major, self.minor)
+        # Machine code runs on the same major with an equal or higher minor (sm_86 runs on 8.9).
+        return major == self.major and minor >= self.minor
+
+
+@dataclass(frozen=True)
+class Coverage:
+    covered: bool
+    how: str  # "exact", "binary-compatible", "ptx-jit" or "none"
+    entry: str | None
+    message: str
+
+
+def arch_coverage(arch_list: list[str], capability: tuple[int, int]) -> Coverage:
+    """Does a torch built for `arch_list` carry kernels for a GPU of `capability`?
+
+    Prefers an exact sm_XY, then a same-major machine-code entry, then PTX (JIT on first use).
+    """
+    cap_text = f"{capability[0]}.{capability[1]}"
+    entries = []
+    for text in arch_list:
+        try:
+            entries.append((text, ArchEntry.parse(text)))
+        except ValueError:
+            continue  # not a CUDA arch (e.g. a ROCm gfx target): covers nothing here
+    exact = [t for t, e in entries if e.kind == "sm" and (e.major, e.minor) == capability]
+    if exact:
+        return Coverage(True, "exact", exact[0], f"capability {cap_text} has {exact[0]} kernels")
+    binary = [t for t, e in entries if e.kind == "sm" and e.runs_on(capability)]
+    if binary:
+        best = binary[-1]
+        return Coverage(True, "binary-compatible", best, f"capability {cap_text} runs {best} kernels")
+    ptx = [t for t, e in entries if e.kind == "compute" and e.runs_on(capability)]
+    if ptx:
+        best = ptx[-1]
+        return Coverage(
+            True, "ptx-jit", best, f"capability {cap_text} only via {best} PTX, JIT-compiled on first use (slow start)"
+        )
+    listed = " ".join(arch_list) or "nothing"
+    return Coverage(
+        False,
+        "none",
+        None,
+        f"capability {cap_text} is not covered by this torch's arch list ({listed}): kernels fail with "
+        "'no kernel image is available for execution on the device'",
+    )
+
+
+def load_torchvision_pairs(path: Path = PAIRING_FILE) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def expected_torchvision(torch_version: str, pairs: dict[str, Any]) -> str | None:
+    """The torchvision major.minor that pairs with torch's major.minor, from the data file.
+
+    Explicit pairs win; otherwise a per-major offset rule (torch 2.N -> torchvision 0.(N+15)).
+    None when the data knows nothing about this torch.
+    """
+    parts = release_parts(torch_version)
+    if len(parts) < 2:
+        return None
+    key = f"{parts[0]}.{parts[1]}"
+    explicit = pairs.get("pairs", {})
+    if key in explicit:
+        return str(explicit[key])
+    for rule in pairs.get("rules", []):
+        if int(rule["torch_major"]) == parts[0] and parts[1] >= int(rule.get("from_torch_minor", 0)):
+            return f"{rule['torchvision_major']}.{parts[1] + int(rule['torchvision_minor_offset'])}"
+    return None

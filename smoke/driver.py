@@ -1,0 +1,83 @@
+"""The host driver's maximum CUDA version, from NVML (nvidia-ml-py) or else from `nvidia-smi`.
+
+No torch here. `pynvml` is imported only when present: images need not carry nvidia-ml-py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from smoke.compat import driver_cuda_from_nvml
+from smoke.nvsmi import parse_nvidia_smi
+
+NVIDIA_SMI_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class DriverReading:
+    source: str | None  # "nvml", "nvidia-smi" or None when neither answered
+    cuda: tuple[int, int] | None
+    driver_version: str | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cuda_text(self) -> str | None:
+        return None if self.cuda is None else f"{self.cuda[0]}.{self.cuda[1]}"
+
+
+def read_driver() -> DriverReading:
+    notes: list[str] = []
+    reading = _from_nvml(notes)
+    if reading is None:
+        reading = _from_nvidia_smi(notes)
+    return reading or DriverReading(None, None, None, notes)
+
+
+def _from_nvml(notes: list[str]) -> DriverReading | None:
+    try:
+        import pynvml
+    except ImportError:
+        notes.append("NVML: nvidia-ml-py is not installed")
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound without a driver, others when it is broken
+        notes.append(f"NVML: {type(exc).__name__}: {exc}")
+        return None
+    try:
+        cuda = driver_cuda_from_nvml(int(pynvml.nvmlSystemGetCudaDriverVersion()))
+        version = pynvml.nvmlSystemGetDriverVersion()
+        if isinstance(version, bytes):  # older nvidia-ml-py returns bytes
+            version = version.decode()
+        return DriverReading("nvml", cuda, str(version), notes)
+    except Exception as exc:
+        notes.append(f"NVML: {type(exc).__name__}: {exc}")
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass  # shutting down a half-initialised NVML is not worth a failure
+
+
+def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
+    executable = shutil.which("nvidia-smi")
+    if executable is None:
+        notes.append("nvidia-smi: not on PATH")
+        return None
+    try:
+        done = subprocess.run(
+            [executable], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        notes.append(f"nvidia-smi: {type(exc).__name__}: {exc}")
+        return None
+    if done.returncode != 0:
+        notes.append(f"nvidia-smi: exit {done.returncode}: {' '.join((done.stdout + done.stderr).split())[:200]}")
+        return None
+    parsed = parse_nvidia_smi(done.stdout)
+    if parsed.cuda_version is None:
+        notes.append("nvidia-smi: no CUDA version in its header")
+    return DriverReading("nvidia-smi", parsed.cuda_version, parsed.driver_version, notes)
