@@ -130,6 +130,11 @@ def write_package_from_tree(
     return _write(channel_root, pkg_meta, entries, fmt)
 
 
+def index_record(pkg: CondaPackage) -> dict[str, object]:
+    """The package's `info/index.json` content, which is also its repodata record minus the hashes."""
+    return _index_json(pkg)
+
+
 def index_channel(channel_root: Path) -> None:
     """(Re)write repodata.json for every subdir of the channel, noarch always included.
 
