@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Base images of the offline test world, made without any registry:
+#
+#   local/debian:bookworm   debootstrap minbase (+ what a repacked Debian python needs) plus the
+#                           host's CA certificates, so HTTPS through the machine's proxy works
+#   local/busybox:static    FROM scratch + Debian's busybox-static (2 MB), for quick engine tests
+#
+#   base_images.sh [up]     make both, reusing images whose labels still match (about 0.2 s)
+#   base_images.sh mirror   print the Debian mirror debootstrap uses (from apt's sources)
+#
+# The debootstrap rootfs is cached as a tarball in the state dir WITHOUT the host CAs, so a pruned
+# engine re-imports in seconds and the CAs are always the host's current ones. Every image carries
+# org.envbuild.world.* labels saying what it was made from.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STATE=${ENVBUILD_WORLD_DIR:-$REPO/.world}
+STATE=$(mkdir -p "$STATE" && cd "$STATE" && pwd)
+CACHE_DIR=$STATE/cache
+APT_ETC=${ENVBUILD_APT_ETC:-/etc/apt}
+HOST_CA_BUNDLE=${ENVBUILD_HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+HOST_EXTRA_CA_DIR=${ENVBUILD_HOST_EXTRA_CA_DIR:-/usr/local/share/ca-certificates}
+
+DEBIAN_TAG=local/debian:bookworm
+BUSYBOX_TAG=local/busybox:static
+SUITE=bookworm
+VARIANT=minbase
+# libexpat1/libssl3/libsqlite3-0: the Debian python repack links them and minbase lacks them.
+INCLUDE=ca-certificates,libexpat1,libssl3,libsqlite3-0
+IMAGE_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+LABEL=org.envbuild.world
+
+say() { printf 'world: %s\n' "$*"; }
+die() { printf 'world: error: %s\n' "$*" >&2; exit 1; }
+
+docker_cli() {
+    if [[ -x /usr/bin/docker ]]; then echo /usr/bin/docker; else command -v docker; fi
+}
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# Prints the URI of the first enabled `deb` source for $SUITE, in apt's own reading order.
+# Reads both formats: one-line (*.list) and deb822 (*.sources).
+mirror_from_apt_sources() {
+    local files=() f
+    [[ -f $APT_ETC/sources.list ]] && files+=("$APT_ETC/sources.list")
+    for f in "$APT_ETC"/sources.list.d/*.list "$APT_ETC"/sources.list.d/*.sources; do
+        [[ -f $f ]] && files+=("$f")
+    done
+    # apt reads sources.list.d in name order whatever the extension.
+    local sorted=()
+    ((${#files[@]})) && mapfile -t sorted < <(printf '%s\n' "${files[@]}" | awk -v main="$APT_ETC/sources.list" \
+        '$0 == main { print "0 " $0; next } { print "1 " $0 }' | sort | cut -d' ' -f2-)
+    for f in "${sorted[@]}"; do
+        if [[ $f == *.sources ]]; then
+            deb822_mirror "$f" && return 0
+        else
+            one_line_mirror "$f" && return 0
+        fi
+    done
+    return 1
+}
+
+one_line_mirror() {
+    awk -v suite="$SUITE" '
+        { sub(/#.*/, ""); gsub(/\[[^]]*\]/, " ") }
+        $1 == "deb" && $3 == suite { print $2; found = 1; exit }
+        END { exit found ? 0 : 1 }' "$1"
+}
+
+deb822_mirror() {
+    awk -v suite="$SUITE" '
+        function has(list, word,   n, parts, i) {
+            n = split(list, parts, /[ \t]+/)
+            for (i = 1; i <= n; i++) if (parts[i] == word) return 1
+            return 0
+        }
+        function flush(   n, uris) {
+            if (has(f["types"], "deb") && has(f["suites"], suite) && tolower(f["enabled"]) != "no" && f["uris"] != "") {
+                split(f["uris"], uris, /[ \t]+/)
+                print uris[1]; found = 1; exit
+            }
+            delete f; key = ""
+        }
+        /^[ \t]*#/ { next }
+        /^[ \t]*$/ { flush(); next }
+        /^[ \t]/ { if (key != "") f[key] = f[key] " " $0; next }
+        {
+            key = tolower(substr($0, 1, index($0, ":") - 1))
+            value = substr($0, index($0, ":") + 1)
+            gsub(/^[ \t]+|[ \t]+$/, "", value)
+            f[key] = value
+        }
+        END { if (!found) flush(); exit found ? 0 : 1 }' "$1"
+}
+
+debian_mirror() {
+    local mirror=${ENVBUILD_DEBIAN_MIRROR:-}
+    if [[ -z $mirror ]]; then
+        mirror=$(mirror_from_apt_sources) \
+            || die "no enabled 'deb' source for $SUITE in $APT_ETC/sources.list(.d); set ENVBUILD_DEBIAN_MIRROR to a Debian mirror URL"
+    fi
+    [[ $mirror =~ ^(https?|file|ftp):// ]] \
+        || die "debootstrap cannot use the apt source '$mirror'; set ENVBUILD_DEBIAN_MIRROR to an http(s) or file:// Debian mirror"
+    echo "${mirror%/}"
+}
+
+image_label() {
+    "$(docker_cli)" image inspect "$1" --format "{{index .Config.Labels \"$LABEL.$2\"}}" 2>/dev/null || true
+}
+
+image_id() {
+    "$(docker_cli)" image inspect "$1" --format '{{.Id}}' 2>/dev/null || true
+}
+
+# The tag moved to a new image: drop the old one unless something still uses it.
+drop_replaced_image() {
+    local old=$1 tag=$2
+    [[ -n $old && $old != "$(image_id "$tag")" ]] || return 0
+    "$(docker_cli)" rmi "$old" >/dev/null 2>&1 || true
+}
+
+ensure_packages() {
+    bash "$REPO/tests/world/engine.sh" install
+}
+
+# ---- local/busybox:static -------------------------------------------------------------------
+
+busybox_image() {
+    local version recipe
+    version=$(dpkg-query -W -f='${Version}' busybox-static)
+    recipe="busybox-static $version"
+    if [[ $(image_label "$BUSYBOX_TAG" recipe) == "$recipe" ]]; then
+        say "image $BUSYBOX_TAG ready (reused)"
+        return 0
+    fi
+    local started=$SECONDS work old applet
+    old=$(image_id "$BUSYBOX_TAG")
+    work=$(mktemp -d "$STATE/tmp/busybox.XXXXXX")
+    mkdir -p "$work/bin" "$work/tmp" "$work/etc"
+    chmod 1777 "$work/tmp"
+    cp /bin/busybox "$work/bin/busybox"
+    for applet in $(/bin/busybox --list); do
+        [[ $applet == busybox ]] || ln -s busybox "$work/bin/$applet"
+    done
+    tar --numeric-owner --owner=0 --group=0 -C "$work" -c . | "$(docker_cli)" import \
+        --change 'ENV PATH=/bin' \
+        --change 'CMD ["/bin/sh"]' \
+        --change "LABEL $LABEL.source=\"Debian busybox-static $version, FROM scratch\"" \
+        --change "LABEL $LABEL.recipe=\"$recipe\"" \
+        - "$BUSYBOX_TAG" >/dev/null
+    rm -rf "$work"
+    drop_replaced_image "$old" "$BUSYBOX_TAG"
+    say "image $BUSYBOX_TAG imported in $((SECONDS - started)) s"
+}
+
+# ---- local/debian:bookworm ------------------------------------------------------------------
+
+debian_recipe() { echo "debootstrap --variant=$VARIANT --include=$INCLUDE $SUITE"; }
+
+rootfs_cache() {
+    echo "$CACHE_DIR/debian-$SUITE-$VARIANT-$(debian_recipe | sha256sum | cut -c1-12).tar"
+}
+
+make_rootfs_cache() {
+    local cache=$1 mirror started=$SECONDS work
+    mirror=$(debian_mirror)
+    work=$(mktemp -d "$STATE/tmp/rootfs.XXXXXX")
+    debootstrap --variant="$VARIANT" --include="$INCLUDE" "$SUITE" "$work/rootfs" "$mirror" \
+        >"$STATE/debootstrap.log" 2>&1 \
+        || die "debootstrap $SUITE from $mirror failed; see $STATE/debootstrap.log"
+    # The host's resolver and name would leak into the image; the engine provides its own.
+    rm -f "$work/rootfs/etc/resolv.conf" "$work/rootfs/etc/hostname"
+    rm -rf "$work/rootfs/var/cache/apt/archives/"*.deb "$work/rootfs/var/lib/apt/lists/"*
+    tar --numeric-owner -C "$work/rootfs" -cf "$cache.partial" .
+    printf '%s\n' "mirror=$mirror" "debootstrap=$(dpkg-query -W -f='${Version}' debootstrap)" \
+        "made=$(date -u +%FT%TZ)" >"$cache.info"
+    mv "$cache.partial" "$cache"
+    rm -rf "$work"
+    say "rootfs $SUITE made with debootstrap from $mirror in $((SECONDS - started)) s"
+}
+
+# The cached rootfs with its CA bundle and extra-CA folder replaced by the host's.
+rootfs_with_host_cas() {
+    local cache=$1 out=$2 stage=$3
+    [[ -s $HOST_CA_BUNDLE ]] || die "host CA bundle $HOST_CA_BUNDLE is missing; set ENVBUILD_HOST_CA_BUNDLE"
+    mkdir -p "$stage/${IMAGE_CA_BUNDLE%/*}" "$stage/usr/local/share/ca-certificates"
+    cp "$HOST_CA_BUNDLE" "$stage$IMAGE_CA_BUNDLE"
+    # The extra CA files too, so update-ca-certificates inside derived images keeps the proxy CA.
+    if [[ -d $HOST_EXTRA_CA_DIR ]]; then
+        cp -r "$HOST_EXTRA_CA_DIR/." "$stage/usr/local/share/ca-certificates/"
+    fi
+    chmod -R u=rwX,go=rX "$stage"
+    cp "$cache" "$out"
+    # The engine refuses duplicate paths in an imported tar, so replace rather than add.
+    tar --delete -f "$out" ".$IMAGE_CA_BUNDLE" ./usr/local/share/ca-certificates/ 2>/dev/null || true
+    tar --numeric-owner --owner=0 --group=0 -C "$stage" -rf "$out" ".$IMAGE_CA_BUNDLE" ./usr/local/share/ca-certificates
+}
+
+debian_image() {
+    local recipe ca_sha cache
+    recipe=$(debian_recipe)
+    ca_sha=$(sha256_of "$HOST_CA_BUNDLE")
+    if [[ $(image_label "$DEBIAN_TAG" recipe) == "$recipe" && $(image_label "$DEBIAN_TAG" ca-sha256) == "$ca_sha" ]]; then
+        say "image $DEBIAN_TAG ready (reused)"
+        return 0
+    fi
+    cache=$(rootfs_cache)
+    [[ -s $cache ]] || make_rootfs_cache "$cache"
+    local started=$SECONDS work old mirror
+    old=$(image_id "$DEBIAN_TAG")
+    mirror=$(sed -n 's/^mirror=//p' "$cache.info" 2>/dev/null || true)
+    work=$(mktemp -d "$STATE/tmp/import.XXXXXX")
+    rootfs_with_host_cas "$cache" "$work/rootfs.tar" "$work/ca"
+    "$(docker_cli)" import \
+        --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+        --change "ENV SSL_CERT_FILE=$IMAGE_CA_BUNDLE" \
+        --change 'CMD ["bash"]' \
+        --change "LABEL $LABEL.source=\"$recipe ${mirror:-unknown mirror}, plus the host CA certificates\"" \
+        --change "LABEL $LABEL.recipe=\"$recipe\"" \
+        --change "LABEL $LABEL.ca-sha256=\"$ca_sha\"" \
+        "$work/rootfs.tar" "$DEBIAN_TAG" >/dev/null
+    rm -rf "$work"
+    drop_replaced_image "$old" "$DEBIAN_TAG"
+    say "image $DEBIAN_TAG imported from the cached rootfs in $((SECONDS - started)) s"
+}
+
+main() {
+    case ${1:-up} in
+        mirror) debian_mirror ;;
+        up)
+            mkdir -p "$CACHE_DIR" "$STATE/tmp"
+            ensure_packages
+            "$(docker_cli)" info >/dev/null 2>&1 || die "no Docker engine answers; run tests/world/engine.sh up first"
+            exec 8>"$STATE/images.lock"
+            flock 8
+            # Work dirs of a run that died half way; safe to drop while we hold the lock.
+            rm -rf "$STATE/tmp/"{busybox,rootfs,import}.* "$CACHE_DIR/"*.partial
+            busybox_image
+            debian_image
+            ;;
+        *)
+            echo "usage: $0 [up|mirror]" >&2
+            exit 2
+            ;;
+    esac
+}
+
+main "$@"
