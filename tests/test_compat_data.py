@@ -1,0 +1,68 @@
+"""Every row of the compatibility data, checked for consistency (table-driven)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from builder.compat import load_compat, release_line, version_tuple
+from builder.spec import Route
+
+pytestmark = pytest.mark.unit
+
+DATA = load_compat()
+ROWS = DATA.releases()
+
+
+@pytest.mark.parametrize("release", ROWS, ids=lambda r: r.line)
+def test_release_row(release) -> None:
+    assert release_line(release.latest) == release.line
+    minor = int(release.line.split(".")[1])
+    assert release.torchvision == f"0.{minor + 15}", "torchvision pairs as 0.(minor+15)"
+    if release.torchvision_latest:
+        assert release_line(release.torchvision_latest) == release.torchvision
+    assert version_tuple(release.python.min) <= version_tuple(release.python.max)
+    for route in Route:
+        for cuda in release.cuda_variants(route):
+            assert cuda in DATA.cuda, f"CUDA {cuda} has no toolkit row"
+            assert DATA.min_driver(cuda), f"no minor-version driver for CUDA {cuda}"
+    for cuda, archs in release.archs.items():
+        assert archs == sorted(archs, key=lambda a: int(re.sub(r"\D", "", a))), "arch lists ascend"
+        assert all(re.fullmatch(r"(sm|compute)_\d{2,3}", a) for a in archs)
+        if cuda.startswith("13"):
+            assert not {"sm_50", "sm_60", "sm_70"} & set(archs), "CUDA 13 dropped Maxwell, Pascal, Volta"
+    assert release.confidence in ("verified", "partly", "projected")
+    assert release.source
+
+
+def test_legacy_channel_ends_at_25() -> None:
+    legacy = [r.line for r in ROWS if r.cuda_variants(Route.PYTORCH_CHANNEL)]
+    assert legacy[-1] == "2.5"
+
+
+def test_last_pip_release_with_118_is_27() -> None:
+    with_118 = [r.line for r in ROWS if "11.8" in r.cuda_variants(Route.PIP)]
+    assert with_118[-1] == "2.7"
+
+
+@pytest.mark.parametrize("cuda", sorted(DATA.cuda), ids=str)
+def test_toolkit_row(cuda: str) -> None:
+    toolkit = DATA.cuda[cuda]
+    assert toolkit.pip_tag == "cu" + cuda.replace(".", "")
+    assert toolkit.nvidia_cuda_image.startswith(f"nvidia/cuda:{cuda}.")
+    minimum = DATA.min_driver(cuda)
+    assert version_tuple(minimum) <= version_tuple(toolkit.full_compat_driver)
+
+
+@pytest.mark.parametrize(("major", "driver"), [("11", "450.80.02"), ("12", "525.60.13"), ("13", "580")])
+def test_minor_version_compat_drivers(major: str, driver: str) -> None:
+    assert DATA.minor_version_compat[major].min_driver.startswith(driver)
+
+
+@pytest.mark.parametrize(("image", "glibc"), [
+    ("ubuntu:22.04", "2.35"), ("ubuntu:24.04", "2.39"), ("local/debian:bookworm", "2.36"),
+    ("nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04", "2.39"), ("acme/unknown:1", None),
+])
+def test_glibc_of_images(image: str, glibc: str | None) -> None:
+    assert DATA.glibc_of(image) == glibc

@@ -1,0 +1,107 @@
+"""Target resolution against the compatibility data: valid targets resolve, impossible ones say why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder.errors import UsageError
+from builder.spec import load_spec, parse_spec
+from builder.target import Sources, resolve_targets, with_images
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spec(**changes):
+    data = {"name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.6"}],
+            "platforms": ["linux-64"]}
+    data.update(changes)
+    return parse_spec(data, "envs/vision.yaml")
+
+
+def test_default_env_resolves_every_target() -> None:
+    targets = resolve_targets(load_spec(ROOT / "envs" / "pytorch.yaml"))
+    keys = [t.key for t in targets]
+    assert "cuda11.8" in keys and "cpu" in keys
+    legacy = next(t for t in targets if t.key == "cuda11.8")
+    assert legacy.torch == "2.7.1" and legacy.torchvision == "0.22.1"
+
+
+def test_cuda_118_with_torch_28_names_last_release_and_choices() -> None:
+    with pytest.raises(UsageError) as caught:
+        resolve_targets(spec(route="pip", targets=[{"cuda": "11.8"}]))
+    message = caught.value.message
+    assert "torch 2.8 has no CUDA 11.8 build" in message
+    assert "the last with 11.8 is 2.7" in message
+    assert "CUDA targets for 2.8: 12.6, 12.8, 12.9" in message
+
+
+def test_legacy_channel_refuses_torch_after_25() -> None:
+    with pytest.raises(UsageError, match="not on the legacy pytorch channel; its last release there is 2.5"):
+        resolve_targets(spec(route="pytorch-channel"))
+
+
+def test_python_outside_range() -> None:
+    with pytest.raises(UsageError, match="supports Python 3.9 to 3.13, not 3.8"):
+        resolve_targets(spec(python="3.8"))
+
+
+def test_torchvision_must_pair() -> None:
+    with pytest.raises(UsageError, match="torchvision 0.22.1 does not pair with torch 2.8; use torchvision 0.23"):
+        resolve_targets(spec(torchvision="0.22.1"))
+
+
+def test_unknown_torch() -> None:
+    with pytest.raises(UsageError, match="torch 1.9.0 is not in envbuild's compatibility data"):
+        resolve_targets(spec(torch="1.9.0"))
+
+
+def test_unknown_base_image_needs_glibc() -> None:
+    with pytest.raises(UsageError, match="set images.runtime.glibc"):
+        resolve_targets(spec(images={"runtime": {"image": "acme/base:1"}}))
+    target = resolve_targets(spec(images={"runtime": {"image": "acme/base:1", "glibc": "2.31"}}))[0]
+    assert target.glibc == "2.31"
+
+
+def test_virtual_packages_are_explicit_per_platform() -> None:
+    target = resolve_targets(spec(platforms=["linux-64", "osx-arm64"]))[0]
+    assert target.virtual_packages("linux-64")["__cuda"] == "12.6"
+    assert target.virtual_packages("linux-64")["__glibc"] == "2.39"
+    assert "__cuda" not in target.virtual_packages("osx-arm64")
+    assert "__glibc" not in target.virtual_packages("osx-arm64")
+    cpu = resolve_targets(spec(targets=[{"cuda": "cpu"}]))[0]
+    assert "__cuda" not in cpu.virtual_packages("linux-64")
+
+
+def test_sources_replace_channels_and_mirror() -> None:
+    target = resolve_targets(spec(), sources=Sources(mirrors=(("conda-forge", "http://127.0.0.1:1/cf"),)))[0]
+    assert target.channels == ("http://127.0.0.1:1/cf",)
+    target = resolve_targets(spec(), sources=Sources(channels=("http://127.0.0.1:1/x",)))[0]
+    assert target.channels == ("http://127.0.0.1:1/x",)
+
+
+def test_pip_route_index_per_variant() -> None:
+    target = resolve_targets(spec(route="pip"))[0]
+    assert target.pip_index.endswith("/cu126")
+    target = resolve_targets(spec(route="pip"), sources=Sources(pip_index="http://127.0.0.1:1/simple"))[0]
+    assert target.pip_index == "http://127.0.0.1:1/simple"
+
+
+def test_pip_route_cuda_on_mac_is_refused() -> None:
+    with pytest.raises(UsageError, match="no CUDA 12.6 torch for osx-arm64"):
+        resolve_targets(spec(route="pip", platforms=["linux-64", "osx-arm64"]))
+
+
+def test_unknown_target_on_command_line() -> None:
+    with pytest.raises(UsageError, match="no target 11.8 in the spec"):
+        resolve_targets(spec(), cuda=("11.8",))
+
+
+def test_image_override_is_validated() -> None:
+    with pytest.raises(UsageError):
+        with_images(spec(), runtime="bad image\nRUN x")
+    replaced = with_images(spec(), runtime="local/debian:bookworm")
+    assert resolve_targets(replaced)[0].glibc == "2.36"
