@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -44,7 +45,7 @@ def _serve(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else world_port()
     server = make_http_server(args.world.resolve(), "127.0.0.1", port)
     # SIGTERM from channel_down.sh: leave serve_forever cleanly so the socket is closed.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _stop_serving)
     print(f"serving {args.world} at http://127.0.0.1:{port}", flush=True)
     try:
         server.serve_forever()
@@ -53,6 +54,10 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _stop_serving(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _wait(args: argparse.Namespace) -> int:
@@ -120,5 +125,7 @@ def _parser() -> argparse.ArgumentParser:
 
 if __name__ == "__main__":
     code = main()
+    # py-rattler (used by `build`) can crash at interpreter exit after the work is done: leave first.
     sys.stdout.flush()
-    sys.exit(code)
+    sys.stderr.flush()
+    os._exit(code)
