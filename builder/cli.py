@@ -271,5 +271,53 @@ def images(spec, as_json) -> None:
     )
 
 
+@cli.command()
+@click.argument("image_name", metavar="IMAGE", required=False)
+@click.option("--local", is_flag=True, help="Run the suite in this Python instead of a container.")
+@click.option("--gpus", metavar="all|N|auto:N", help="GPUs for the container (auto:N: the N with most free memory).")
+@click.option("--require-gpus", type=click.IntRange(0), default=0, help="Fail unless N GPUs are visible.")
+@click.option("--expect-torch", metavar="VER", help="Default: the image's io.envbuild.torch label.")
+@click.option("--expect-cuda", metavar="X.Y|cpu", help="Default: the image's io.envbuild.cuda label.")
+@click.option("--only", metavar="NAME,...", help="Run only these checks.")
+@click.option("--shm-size", default="1g", show_default=True, help="Shared memory (DataLoader workers need it).")
+@click.option("--ulimit", "ulimits", multiple=True, metavar="NAME=SOFT[:HARD]",
+              help="Container ulimit (repeatable); memlock=-1 is refused on some hosts.")
+@click.option("--timeout", type=click.FloatRange(1), default=900.0, show_default=True)
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here.")
+@JSON
+def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only, shm_size, ulimits,
+          timeout, junit, as_json) -> None:
+    """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
+    from builder.errors import UsageError
+    from builder.smoke_runner import image_expectations, run_in_image, run_local
+
+    if local == bool(image_name):
+        raise UsageError("give an IMAGE to test, or --local for this Python")
+    if local:
+        report = run_local(require_gpus, expect_torch, expect_cuda, only, timeout)
+        title = "smoke: this Python"
+    else:
+        labelled_torch, labelled_cuda = image_expectations(image_name)
+        report = run_in_image(image_name, gpus=gpus, require_gpus=require_gpus,
+                              expect_torch=expect_torch or labelled_torch,
+                              expect_cuda=expect_cuda or labelled_cuda, only=only, shm_size=shm_size,
+                              ulimits=ulimits, timeout=timeout)
+        title = f"smoke: {image_name}"
+    if junit:
+        reports.write_junit(junit, "envbuild.smoke", report.checks)
+    if as_json:
+        reports.print_json(report.as_dict())
+    else:
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
+        reports.print_table(title, ["check", "status", "seconds", "reason"],
+                            [[c["name"], c["status"], f"{float(c.get('seconds') or 0):.1f}", c.get("reason") or ""]
+                             for c in report.checks])
+        s = report.summary
+        click.echo(f"{s.get('passed', 0)} passed, {s.get('failed', 0)} failed, {s.get('skipped', 0)} skipped")
+    if report.failed:
+        raise SystemExit(1)
+
+
 def main() -> None:
     cli(prog_name="envbuild")

@@ -1,0 +1,184 @@
+"""`envbuild smoke`: the in-image suite (`python -m smoke`) run in a container or in this Python.
+
+The container is created, started, waited on with a timeout and always removed. GPUs are asked
+for through device_requests; an engine without the NVIDIA runtime refuses them at start, which
+is reported in one line and, unless GPUs are required, followed by a CPU-only run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder.errors import EnvbuildError, UsageError
+
+REPORT_DIR = "/tmp/envbuild-smoke"
+NO_GPU_RUNTIME = "could not select device driver"
+
+
+@dataclass
+class SmokeReport:
+    summary: dict[str, int]
+    checks: list[dict]
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        return int(self.summary.get("failed", 0))
+
+    @classmethod
+    def from_json(cls, data: dict, notes: list[str], seconds: float) -> SmokeReport:
+        return cls(dict(data["summary"]), list(data["checks"]), notes, seconds, data)
+
+    def as_dict(self) -> dict:
+        return {**self.raw, "notes": self.notes, "seconds": round(self.seconds, 1)}
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    count: int | None  # None: none asked; -1: all
+    device_ids: tuple[str, ...] = ()
+
+
+def parse_gpus(value: str | None) -> GpuRequest:
+    """`all`, `N`, or `auto:N` (the N GPUs with the most free memory, by NVML on this host)."""
+    if value in (None, "", "none"):
+        return GpuRequest(None)
+    if value == "all":
+        return GpuRequest(-1)
+    if value.isdigit():
+        return GpuRequest(int(value))
+    if value.startswith("auto:") and value[5:].isdigit():
+        from builder.gpuinfo import gpus_by_free_memory
+
+        wanted = int(value[5:])
+        ranked = gpus_by_free_memory()
+        if len(ranked) < wanted:
+            raise EnvbuildError(f"--gpus {value}: this host shows {len(ranked)} GPU(s) through NVML")
+        return GpuRequest(None, tuple(gpu["uuid"] for gpu in ranked[:wanted]))
+    raise UsageError(f"--gpus {value!r}: use all, a count, or auto:N")
+
+
+def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | None,
+               only: str | None) -> list[str]:
+    args = ["--json", f"{REPORT_DIR}/report.json"]
+    if require_gpus:
+        args += ["--require-gpus", str(require_gpus)]
+    if expect_torch:
+        args += ["--expect-torch", expect_torch]
+    if expect_cuda:
+        args += ["--expect-cuda", expect_cuda]
+    if only:
+        args += ["--only", only]
+    return args
+
+
+def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cuda: str | None = None,
+              only: str | None = None, timeout: float = 900) -> SmokeReport:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as folder:
+        args = [a.replace(REPORT_DIR, folder) for a in suite_args(require_gpus, expect_torch, expect_cuda, only)]
+        try:
+            process = subprocess.run([sys.executable, "-m", "smoke", *args], capture_output=True,
+                                     text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise EnvbuildError(f"the smoke suite ran past {timeout:.0f} s and was stopped") from None
+        report = Path(folder) / "report.json"
+        if not report.is_file():
+            tail = (process.stderr or process.stdout).strip().splitlines()[-5:]
+            raise EnvbuildError("the smoke suite wrote no report: " + " | ".join(tail))
+        return SmokeReport.from_json(json.loads(report.read_text()), [], time.monotonic() - started)
+
+
+def _device_requests(request: GpuRequest) -> list:
+    from docker.types import DeviceRequest
+
+    if request.device_ids:
+        return [DeviceRequest(device_ids=list(request.device_ids), capabilities=[["gpu"]])]
+    if request.count is not None:
+        return [DeviceRequest(count=request.count, capabilities=[["gpu"]])]
+    return []
+
+
+def _read_report(container) -> dict | None:
+    try:
+        stream, _ = container.get_archive(f"{REPORT_DIR}/report.json")
+    except Exception:
+        return None
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+        member = archive.extractfile("report.json")
+        return json.loads(member.read()) if member else None
+
+
+def run_in_image(image: str, *, gpus: str | None = None, require_gpus: int = 0,
+                 expect_torch: str | None = None, expect_cuda: str | None = None, only: str | None = None,
+                 shm_size: str = "1g", ulimits: tuple[str, ...] = (), timeout: float = 900,
+                 client=None) -> SmokeReport:
+    from docker.types import Ulimit
+
+    from builder.image import docker_client
+
+    client = client or docker_client()
+    request = parse_gpus(gpus)
+    limits = []
+    for item in ulimits:
+        name, _, value = item.partition("=")
+        soft, _, hard = value.partition(":")
+        if not name or not soft:
+            raise UsageError(f"--ulimit {item!r}: write NAME=SOFT[:HARD], e.g. stack=67108864")
+        limits.append(Ulimit(name=name, soft=int(soft), hard=int(hard or soft)))
+    notes: list[str] = []
+    started = time.monotonic()
+    args = ["sh", "-c", f"mkdir -p {REPORT_DIR} && exec python -m smoke " + " ".join(
+        suite_args(require_gpus, expect_torch, expect_cuda, only))]
+    requests = _device_requests(request)
+    while True:
+        container = client.containers.create(image, command=args, device_requests=requests or None,
+                                             shm_size=shm_size, ulimits=limits or None, detach=True)
+        try:
+            try:
+                container.start()
+            except Exception as exc:
+                if NO_GPU_RUNTIME in str(exc) and requests:
+                    if require_gpus:
+                        raise EnvbuildError(
+                            f"{require_gpus} GPU(s) required but this engine has no NVIDIA runtime "
+                            "(install nvidia-container-toolkit and restart the engine)") from None
+                    notes.append("no NVIDIA container runtime on this engine: ran the CPU checks only")
+                    requests = []
+                    continue
+                if "rlimit" in str(exc):
+                    raise EnvbuildError(f"the engine refused a --ulimit: {exc}; drop it on this host") from None
+                raise EnvbuildError(f"{image}: the container did not start: {exc}") from None
+            try:
+                container.wait(timeout=timeout)
+            except Exception:
+                raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped") from None
+            data = _read_report(container)
+            if data is None:
+                logs = container.logs(tail=10).decode(errors="replace").strip().splitlines()
+                raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + " | ".join(logs[-5:]))
+            return SmokeReport.from_json(data, notes, time.monotonic() - started)
+        finally:
+            container.remove(force=True)
+
+
+def image_expectations(image: str, client=None) -> tuple[str | None, str | None]:
+    """The torch and CUDA an envbuild image says it has (its labels)."""
+    from builder.image import docker_client
+
+    client = client or docker_client()
+    try:
+        labels = client.api.inspect_image(image)["Config"].get("Labels") or {}
+    except Exception:
+        raise EnvbuildError(f"no image {image!r} on this engine; build it with `envbuild image`") from None
+    return labels.get("io.envbuild.torch"), labels.get("io.envbuild.cuda")
