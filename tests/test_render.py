@@ -41,9 +41,11 @@ def test_same_inputs_same_bytes() -> None:
 
 def test_environment_yml_pins_cuda_per_route() -> None:
     targets = {t.key: t for t in default_targets()}
-    env = yaml.safe_load(render_target(targets["cuda11.8"]).environment_yml)
-    assert "cuda-version=11.8" in env["dependencies"]
-    assert "pytorch=2.7.1=cuda*" in env["dependencies"]
+    env = yaml.safe_load(render_target(targets["cuda12.9"]).environment_yml)
+    assert "cuda-version=12.9" in env["dependencies"]
+    assert "pytorch=2.13.0=cuda*" in env["dependencies"]
+    wheels = yaml.safe_load(render_target(targets["cuda11.8"]).environment_yml)
+    assert {"pip": ["torch==2.7.1+cu118", "torchvision==0.22.1+cu118"]} in wheels["dependencies"]
     cpu = yaml.safe_load(render_target(targets["cpu"]).environment_yml)
     assert "pytorch=2.13.0=cpu*" in cpu["dependencies"]
     assert not any(str(d).startswith("cuda-version") for d in cpu["dependencies"])
@@ -82,7 +84,7 @@ def test_ca_certificates_go_into_both_stages(tmp_path: Path) -> None:
     (tmp_path / "corp.crt").write_text("not a real certificate, only a file to copy\n")
     spec_file = tmp_path / "team.yaml"
     spec_file.write_text(yaml.safe_dump({
-        "name": "team-vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.6"}],
+        "name": "team-vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
         "ca_certificates": ["corp.crt"]}))
     rendered = render_target(resolve_targets(load_spec(spec_file))[0])
     assert rendered.dockerfile.count("COPY envbuild/ca/") == 2
@@ -94,7 +96,7 @@ def test_ca_certificates_go_into_both_stages(tmp_path: Path) -> None:
 def test_missing_ca_file_is_a_usage_error(tmp_path: Path) -> None:
     spec_file = tmp_path / "team.yaml"
     spec_file.write_text(yaml.safe_dump({
-        "name": "team-vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.6"}],
+        "name": "team-vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
         "ca_certificates": ["absent.crt"]}))
     with pytest.raises(UsageError, match="absent.crt"):
         render_target(resolve_targets(load_spec(spec_file))[0])
@@ -102,7 +104,7 @@ def test_missing_ca_file_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_label_with_quotes_and_dollar_is_escaped() -> None:
     target = resolve_targets(parse_spec({
-        "name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.6"}],
+        "name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
         "labels": {"team": 'ml "core" $HOME \\ x'}}))[0]
     dockerfile = render_target(target).dockerfile
     assert 'team="ml \\"core\\" \\$HOME \\\\ x"' in dockerfile
@@ -116,7 +118,7 @@ def test_docker_str_refuses_control_characters() -> None:
 @pytest.mark.parametrize("package", ["numpy\nRUN rm -rf /", "numpy && rm -rf /", "x`id`", "a$(id)", "n; ls"])
 def test_injection_in_packages_is_refused(package: str) -> None:
     with pytest.raises(UsageError):
-        parse_spec({"name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.6"}],
+        parse_spec({"name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
                     "conda": [package]})
 
 

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def spec(**changes):
-    data = {"name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.6"}],
+    data = {"name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
             "platforms": ["linux-64"]}
     data.update(changes)
     return parse_spec(data, "envs/vision.yaml")
@@ -68,7 +68,7 @@ def test_unknown_base_image_needs_glibc() -> None:
 
 def test_virtual_packages_are_explicit_per_platform() -> None:
     target = resolve_targets(spec(platforms=["linux-64", "osx-arm64"]))[0]
-    assert target.virtual_packages("linux-64")["__cuda"] == "12.6"
+    assert target.virtual_packages("linux-64")["__cuda"] == "12.9"
     assert target.virtual_packages("linux-64")["__glibc"] == "2.39"
     assert "__cuda" not in target.virtual_packages("osx-arm64")
     assert "__glibc" not in target.virtual_packages("osx-arm64")
@@ -85,13 +85,13 @@ def test_sources_replace_channels_and_mirror() -> None:
 
 def test_pip_route_index_per_variant() -> None:
     target = resolve_targets(spec(route="pip"))[0]
-    assert target.pip_index.endswith("/cu126")
+    assert target.pip_index.endswith("/cu129")
     target = resolve_targets(spec(route="pip"), sources=Sources(pip_index="http://127.0.0.1:1/simple"))[0]
     assert target.pip_index == "http://127.0.0.1:1/simple"
 
 
 def test_pip_route_cuda_on_mac_is_refused() -> None:
-    with pytest.raises(UsageError, match="no CUDA 12.6 torch for osx-arm64"):
+    with pytest.raises(UsageError, match="no CUDA 12.9 torch for osx-arm64"):
         resolve_targets(spec(route="pip", platforms=["linux-64", "osx-arm64"]))
 
 
