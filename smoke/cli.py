@@ -82,7 +82,9 @@ def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
     if checks is None:  # torch itself is broken: report that alone, as a failure
         return _finish(SmokeReport([import_result], {"python": sys.version.split()[0]}), args), []
     try:
-        selected = select_checks(checks, only)
+        # env.import_torch is the CLI's own result, not a registered check: no selection needed.
+        registered_only = [name for name in only if name != IMPORT_CHECK]
+        selected = select_checks(checks, registered_only) if registered_only or not only else []
     except ValueError as exc:
         parser.error(str(exc))
     if args.list:
