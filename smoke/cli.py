@@ -89,7 +89,7 @@ def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
         parser.error(str(exc))
     if args.list:
         for item in checks:
-            gpu_note = f" [needs {item.gpus} GPU]" if item.gpus else ""
+            gpu_note = f" [needs {item.gpus} GPU{'s' if item.gpus > 1 else ''}]" if item.gpus else ""
             print(f"{item.name:34} {item.description}{gpu_note}")
         return 0, []
 

@@ -160,7 +160,9 @@ def test_driver_verdict(driver: tuple[int, int], runtime: tuple[int, int], level
     assert f"{driver[0]}.{driver[1]}" in verdict.message and f"{runtime[0]}.{runtime[1]}" in verdict.message
 
 
-@pytest.mark.parametrize(("encoded", "version"), [(12020, (12, 2)), (11080, (11, 8)), (13000, (13, 0)), (12090, (12, 9))])
+@pytest.mark.parametrize(("encoded", "version"), [
+    (12020, (12, 2)), (11080, (11, 8)), (13000, (13, 0)), (12090, (12, 9)),
+])
 def test_nvml_cuda_version_decoding(encoded: int, version: tuple[int, int]) -> None:
     assert driver_cuda_from_nvml(encoded) == version
 
@@ -326,7 +328,7 @@ def test_runner_gates_on_gpu_count_before_running() -> None:
 
 def test_runner_turns_exceptions_into_failures_and_keeps_warnings() -> None:
     def explodes(ctx: Context):
-        warnings.warn("pin_memory is set but no accelerator is found", UserWarning)
+        warnings.warn("pin_memory is set but no accelerator is found", UserWarning, stacklevel=1)
         raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
 
     result = run_check(Check("x.boom", explodes), _ctx())
@@ -374,3 +376,49 @@ def test_broken_torch_import_is_reported_as_a_failure(tmp_path: Path) -> None:
     report = SmokeReport.from_json(report_path.read_text())
     assert [(c.name, c.status) for c in report.checks] == [("env.import_torch", "failed")]
     assert "libcudart.so.12" in report.checks[0].reason
+
+
+# --- the driver reading (NVML first, then nvidia-smi) --------------------------------------------
+
+def _nvml_answers() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return True
+    except Exception:
+        return False
+
+
+needs_no_nvml = pytest.mark.skipif(_nvml_answers(), reason="a real NVML answers first on this machine")
+
+
+def _fake_nvidia_smi(folder: Path, script: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put an `nvidia-smi` that replays recorded output first on PATH."""
+    folder.mkdir(exist_ok=True)
+    executable = folder / "nvidia-smi"
+    executable.write_text("#!/bin/sh\n" + script)
+    executable.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+@needs_no_nvml
+def test_driver_reading_falls_back_to_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from smoke.driver import read_driver
+
+    _fake_nvidia_smi(tmp_path / "bin", f"cat '{SMI_FIXTURES / 'kmd-610-4gpu.txt'}'\n", monkeypatch)
+    reading = read_driver()
+    assert (reading.source, reading.cuda, reading.driver_version) == ("nvidia-smi", (13, 3), "610.43.02")
+    assert any(note.startswith("NVML:") for note in reading.notes)
+
+
+@needs_no_nvml
+def test_driver_reading_reports_a_failing_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from smoke.driver import read_driver
+
+    _fake_nvidia_smi(tmp_path / "bin", "echo \"NVIDIA-SMI has failed because it couldn't communicate\"\nexit 9\n",
+                     monkeypatch)
+    reading = read_driver()
+    assert (reading.source, reading.cuda) == (None, None)
+    assert any("nvidia-smi: exit 9" in note for note in reading.notes)

@@ -54,7 +54,8 @@ def test_amp_training_learns_in_bf16() -> None:
 
 
 def test_amp_training_is_repeatable_for_a_seed() -> None:
-    assert train_blobs("cpu", torch.bfloat16, steps=30).last_loss == train_blobs("cpu", torch.bfloat16, steps=30).last_loss
+    first, second = (train_blobs("cpu", torch.bfloat16, steps=30) for _ in range(2))
+    assert first.last_loss == second.last_loss
 
 
 def test_amp_check_fails_with_lr_zero() -> None:
@@ -244,3 +245,28 @@ def test_cli_usage_errors_exit_2(args: list[str]) -> None:
     done = _smoke(*args, "--no-collect-env")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("python -m smoke: error:")
+
+
+# --- torchvision ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("torch_version", "torchvision", "ok"), [
+    ("2.13.0+cpu", "0.28.0", True), ("2.14.1", "0.29.1", True), ("1.13.1", "0.14.1", True),
+    ("2.13.0+cpu", "0.29.1", False), ("2.14.1", "0.15.2", False), ("9.0.0", "1.0.0", True),
+])
+def test_torchvision_pairing_verdict(torch_version: str, torchvision: str, ok: bool) -> None:
+    from smoke.checks.torchvision_checks import pairing_verdict
+
+    verdict_ok, message = pairing_verdict(torch_version, torchvision)
+    assert verdict_ok is ok
+    if not ok:
+        assert "does not pair" in message
+
+
+def test_torchvision_checks_skip_with_a_reason_when_it_is_absent() -> None:
+    from smoke.checks.torchvision_checks import installed_torchvision
+
+    if installed_torchvision() is not None:
+        pytest.skip("torchvision is installed here")
+    for name in ("torchvision.version", "torchvision.ops", "torchvision.resnet18_amp"):
+        result = _run(name, require_gpus=1)  # not a GPU skip: --require-gpus leaves it alone
+        assert (result.status, result.reason) == ("skipped", "torchvision is not installed")

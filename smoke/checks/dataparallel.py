@@ -141,13 +141,14 @@ def gradients_match_single_device(ctx: Context) -> Outcome:
     nn.functional.mse_loss(wrapped(inputs), targets).backward()
     worst = 0.0
     problems = []
-    for (name, a), b in zip(single.named_parameters(), parallel_module.parameters()):
-        if b.grad is None:
-            problems.append(f"{name}: no gradient under DataParallel")
+    for (name, a), b in zip(single.named_parameters(), parallel_module.parameters(), strict=True):
+        if a.grad is None or b.grad is None:
+            problems.append(f"{name}: no gradient ({'single device' if a.grad is None else 'DataParallel'})")
             continue
-        worst = max(worst, float((a.grad - b.grad).abs().max()))
+        difference = float((a.grad - b.grad).abs().max())
+        worst = max(worst, difference)
         if not torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-6):
-            problems.append(f"{name}: gradients differ (max abs difference {worst:.2e})")
+            problems.append(f"{name}: gradients differ (max abs difference {difference:.2e})")
     return verdict(problems, f"gradients match a single-device step (max abs difference {worst:.1e})",
                    max_abs_difference=worst, devices=ctx.gpu_count)
 
