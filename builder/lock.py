@@ -224,7 +224,7 @@ def _run_conda_lock(job: _Job) -> int:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.environ.setdefault("POETRY_CACHE_DIR", str(work / "poetry-cache"))
-    from conda_lock.conda_lock import cli as conda_lock_cli
+    from conda_lock.conda_lock import main as conda_lock_cli
 
     try:
         conda_lock_cli.main(args=_conda_lock_args(work, job), standalone_mode=False)
@@ -243,13 +243,21 @@ def _child_main(job: _Job) -> None:
     code = 1
     try:
         code = _run_conda_lock(job)
+    except BaseException as exc:
+        print(f"envbuild: could not run conda-lock: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
+        sys.stderr.flush()
         os._exit(code)
 
 
 def _explain_failure(log_text: str) -> str:
     """The lines of conda-lock's output that explain a failure, without traceback noise."""
     lines = [line.rstrip() for line in log_text.splitlines() if line.strip()]
+    # conda-lock prints the solver's explanation between these two lines.
+    start = next((i for i, line in enumerate(lines) if "Could not lock the environment" in line), None)
+    if start is not None:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].strip().startswith("Command:")), len(lines))
+        return "\n".join(lines[start:end][:25])
     marked = [line for line in lines if "envbuild:" in line or "conflict" in line.lower()
               or "cannot be installed" in line.lower() or "unsatisfiable" in line.lower()
               or "nothing provides" in line.lower()]
