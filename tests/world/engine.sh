@@ -79,10 +79,16 @@ ensure_packages() {
     say "installed ${missing[*]} in $((SECONDS - started)) s"
 }
 
-pid_is_dockerd() {
-    local pid=$1
-    [[ $pid =~ ^[0-9]+$ ]] && [[ -r /proc/$pid/comm ]] && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == dockerd ]]
+# A daemon we started outlives this script, so init is its parent and may reap it late: an exited
+# daemon stays a zombie for a while, which must count as gone.
+pid_is_live() {
+    local pid=$1 comm=$2 stat
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    [[ $stat == "$pid ($comm) "* && ${stat##*) } != [ZX]* ]]
 }
+
+pid_is_dockerd() { pid_is_live "$1" dockerd; }
 
 # The PID this state dir recorded, printed only while that process is still a dockerd.
 recorded_pid() {

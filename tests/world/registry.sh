@@ -43,9 +43,13 @@ probe() {
     fi
 }
 
+# A daemon we started outlives this script, so init is its parent and may reap it late: an exited
+# daemon stays a zombie for a while, which must count as gone.
 pid_is_registry() {
-    local pid=$1
-    [[ $pid =~ ^[0-9]+$ ]] && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == docker-registry ]]
+    local pid=$1 stat
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    [[ $stat == "$pid (docker-registry) "* && ${stat##*) } != [ZX]* ]]
 }
 
 recorded_pid() {
