@@ -67,14 +67,15 @@ ensure_packages() {
     # An exclusive lock because two test runs starting together would both run apt-get.
     (
         flock 7
-        mapfile -t missing < <(missing_packages "${missing[@]}")
-        ((${#missing[@]} == 0)) && exit 0
+        # Whoever held the lock before us may have installed some of them.
+        local still_missing apt=(apt-get -q -o DPkg::Lock::Timeout=300)
+        mapfile -t still_missing < <(missing_packages "${missing[@]}")
+        ((${#still_missing[@]} == 0)) && exit 0
         export DEBIAN_FRONTEND=noninteractive
-        local apt=(apt-get -q -o DPkg::Lock::Timeout=300)
         "${apt[@]}" update >"$STATE/apt.log" 2>&1 \
             || die "apt-get update failed; see $STATE/apt.log"
-        "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >>"$STATE/apt.log" 2>&1 \
-            || die "apt-get install ${missing[*]} failed; see $STATE/apt.log"
+        "${apt[@]}" install -y --no-install-recommends "${still_missing[@]}" >>"$STATE/apt.log" 2>&1 \
+            || die "apt-get install ${still_missing[*]} failed; see $STATE/apt.log"
     ) 7>"$STATE/apt.lock"
     say "installed ${missing[*]} in $((SECONDS - started)) s"
 }

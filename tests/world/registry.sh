@@ -28,6 +28,7 @@ die() { printf 'world: error: %s\n' "$*" >&2; exit 1; }
 # Plain bash /dev/tcp, so a fresh machine needs no curl.
 probe() {
     local reply
+    # shellcheck disable=SC2016  # the inner script expands its own positional arguments
     reply=$(timeout 3 bash -c '
         exec 3<>"/dev/tcp/$1/$2" || exit 1
         printf "GET /v2/ HTTP/1.0\r\nHost: %s\r\n\r\n" "$1:$2" >&3

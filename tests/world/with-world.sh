@@ -24,6 +24,7 @@ world() {
     ENVBUILD_WORLD_DIR=$STATE ENVBUILD_WORLD_LEASE=$LEASE ENVBUILD_WORLD_LEASE_PID=$$ bash "$HERE/$1"
 }
 
+# shellcheck disable=SC2329  # called by the EXIT trap
 teardown() {
     # A second Ctrl-C must not leave daemons half stopped; the ignore is inherited by down.sh.
     trap '' INT TERM
