@@ -98,7 +98,7 @@ def test_debian_image_carries_the_host_ca_bundle(client: docker.DockerClient, wo
     image_tag = world_env["ENVBUILD_TEST_DEBIAN_IMAGE"]
     bundle_in_image = client.containers.run(image_tag, ["sh", "-c", 'cat "$SSL_CERT_FILE"'], remove=True)
     host_bundle = Path(world_env["ENVBUILD_TEST_HOST_CA_BUNDLE"]).read_bytes()
-    assert b"BEGIN CERTIFICATE" in bundle_in_image
+    assert host_bundle.strip(), "the host CA bundle is empty: nothing to compare"
     assert sha256(bundle_in_image) == sha256(host_bundle)
     assert client.images.get(image_tag).labels[f"{LABEL}.ca-sha256"] == sha256(host_bundle)
 
