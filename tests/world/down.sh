@@ -17,12 +17,8 @@ LEASES=$STATE/leases
 
 say() { printf 'world: %s\n' "$*"; }
 
-process_identity() {
-    local stat
-    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-    stat=${stat##*) }
-    echo "$1 $(awk '{ print $20 }' <<<"$stat")"
-}
+# shellcheck source=lease-lib.sh
+source "$HERE/lease-lib.sh"
 
 # A lease naming a process is live while that very process (same start time) runs; one naming
 # no process (a manual `up`) is live until its `down`.

@@ -23,13 +23,8 @@ die() { printf 'world: error: %s\n' "$*" >&2; exit 1; }
 
 [[ $LEASE =~ ^[A-Za-z0-9._-]+$ ]] || die "ENVBUILD_WORLD_LEASE='$LEASE' must be letters, digits, '.', '_' or '-'"
 
-# "PID STARTTIME": the start time tells a live holder from a new process that reused its PID.
-process_identity() {
-    local stat
-    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-    stat=${stat##*) }
-    echo "$1 $(awk '{ print $20 }' <<<"$stat")"
-}
+# shellcheck source=lease-lib.sh
+source "$HERE/lease-lib.sh"
 
 take_lease() {
     local identity=""
