@@ -152,14 +152,18 @@ def sources_options(function):
               help="Folder for the locks (default: <spec folder>/<env>/locks).")
 @click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: CPU count).")
 @click.option("--timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="Seconds per target.")
+@click.option("--base-image", metavar="IMAGE[@DIGEST]",
+              help="Runtime base image in place of the spec's (its glibc becomes __glibc).")
 @sources_options
 @JSON
-def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, timeout,
+def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, timeout, base_image,
          channel, mirror, pip_index, as_json) -> None:
     """Lock each CUDA target of SPEC with conda-lock (all its platforms in one conda-lock.yml)."""
     from builder.lock import check_targets, lock_targets
+    from builder.target import with_images
 
-    resolved = resolve_targets(load_spec(spec), cuda, _sources(channel, mirror, pip_index), platforms)
+    env_spec = with_images(load_spec(spec), base_image)
+    resolved = resolve_targets(env_spec, cuda, _sources(channel, mirror, pip_index), platforms)
     if check:
         results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=bool(pip_index))
     else:
