@@ -186,10 +186,6 @@ def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, t
         raise SystemExit(1)
 
 
-def _echo_build_line(line: str) -> None:
-    click.echo(f"  {line}", err=True)
-
-
 @cli.command()
 @SPEC
 @CUDA
@@ -214,6 +210,7 @@ def image(spec, cuda, all_targets, base_image, builder_image, ca_certs, build_ar
     from builder.errors import UsageError
     from builder.image import BuildOptions
     from builder.pipeline import build_target_image
+    from builder.progress import build_progress
     from builder.target import with_images
 
     if not cuda and not all_targets:
@@ -231,10 +228,10 @@ def image(spec, cuda, all_targets, base_image, builder_image, ca_certs, build_ar
     options = BuildOptions(build_args=args, no_cache=no_cache, platform=image_platform, network=network)
     results = []
     for target in resolved:
-        click.echo(f"building {target.tag} ...", err=True)
-        results.append(build_target_image(
-            target, lock_root=lock_root, options=options, relock=not frozen, solver=solver, push=push,
-            echo=_echo_build_line, replaced_pip_index=bool(pip_index)))
+        with build_progress(target.tag) as echo:
+            results.append(build_target_image(
+                target, lock_root=lock_root, options=options, relock=not frozen, solver=solver, push=push,
+                echo=echo, replaced_pip_index=bool(pip_index)))
     if as_json:
         reports.print_json([r.as_dict() for r in results])
         return

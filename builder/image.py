@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 from builder.context import BuildContext
 from builder.errors import EnvbuildError
@@ -166,12 +164,31 @@ def build_image(
             f"{(log.error or 'no image produced').strip()}\nlast {len(log.tail)} log lines:\n{tail}"
         )
     tags = image_tags(context)
+    replaced = {_image_id(client, tag) for tag in tags} - {None, log.image_id}
     for tag in tags:
         repository, _, name = tag.rpartition(":")
         client.api.tag(log.image_id, repository, name)
+    _drop_untagged(client, replaced)
     result = inspect_result(client, context, log.image_id, tags)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _image_id(client, reference: str) -> str | None:
+    try:
+        return client.api.inspect_image(reference)["Id"]
+    except Exception:
+        return None
+
+
+def _drop_untagged(client, image_ids: Iterable[str]) -> None:
+    """Earlier builds whose tags moved to the new image: removed unless still tagged or in use
+    (the engine refuses those), so rebuilding a target does not pile up untagged images."""
+    for image_id in image_ids:
+        try:
+            client.api.remove_image(image_id)
+        except Exception:
+            pass
 
 
 def _env_layer(client, image_id: str) -> tuple[int | None, str | None]:
@@ -236,6 +253,3 @@ def list_images(env_name: str, client=None) -> list[dict]:
         })
     return sorted(rows, key=lambda r: (r["target"], r["created"]))
 
-
-def plain_output() -> bool:
-    return os.environ.get("CI") == "true" or not sys.stderr.isatty()
