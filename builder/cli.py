@@ -320,5 +320,32 @@ def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only
         raise SystemExit(1)
 
 
+@cli.command()
+@click.argument("spec", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@JSON
+def doctor(spec: Path | None, as_json: bool) -> None:
+    """This host for envbuild: OS, Python, Docker engine, NVIDIA toolkit, driver, GPUs; with SPEC, whether
+    each CUDA target runs here. Exit 1 only when a target cannot run on this host's GPUs."""
+    from builder.doctor import diagnose, gather_host_facts
+
+    resolved = resolve_targets(load_spec(spec)) if spec else []
+    report = diagnose(gather_host_facts(), resolved)
+    if as_json:
+        reports.print_json(report.as_dict())
+    else:
+        reports.print_table("host", ["fact", "value"], report.host_rows())
+        if report.host.gpus:
+            reports.print_table("GPUs, most free memory first",
+                                ["index", "name", "arch", "free", "total", "util", "UUID / bus"], report.gpu_rows())
+        problems = report.problem_rows()
+        if problems:
+            reports.print_table("problems", ["level", "what", "problem", "fix"], problems)
+        if resolved:
+            reports.print_table(f"{resolved[0].name}: targets on this host",
+                                ["target", "torch", "CUDA", "route", "verdict", "why", "fix"], report.target_rows())
+    if report.cannot_run:
+        raise SystemExit(1)
+
+
 def main() -> None:
     cli(prog_name="envbuild")

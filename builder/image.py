@@ -57,20 +57,32 @@ class ImageResult:
         }
 
 
-def docker_client():
+ENGINE_START_FIX = (
+    "start the Docker engine (`sudo systemctl start docker`, or `sudo dockerd &`) or point DOCKER_HOST at a running one"
+)
+
+
+class EngineUnreachable(EnvbuildError):
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        self.reason = reason
+        super().__init__(f"no Docker engine answers at {address}: {ENGINE_START_FIX}")
+
+
+def engine_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def docker_client(timeout: float = 600):
     """The engine at DOCKER_HOST or the local socket, or one line saying how to start one."""
     import docker
 
     try:
-        client = docker.from_env(timeout=600)
+        client = docker.from_env(timeout=timeout)
         client.ping()
         return client
-    except Exception:
-        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise EnvbuildError(
-            f"no Docker engine answers at {where}: start one (`sudo systemctl start docker`, or "
-            "`sudo dockerd &`) or point DOCKER_HOST at one"
-        ) from None
+    except Exception as exc:
+        raise EngineUnreachable(engine_address(), f"{type(exc).__name__}: {exc}") from None
 
 
 def created_timestamp() -> str:
