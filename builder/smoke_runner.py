@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -41,6 +43,16 @@ class SmokeReport:
 
     def as_dict(self) -> dict:
         return {**self.raw, "notes": self.notes, "seconds": round(self.seconds, 1)}
+
+    TABLE_COLUMNS = ("check", "status", "seconds", "reason")
+
+    def table_rows(self) -> list[list[str]]:
+        return [[c["name"], c["status"], f"{float(c.get('seconds') or 0):.1f}", c.get("reason") or ""]
+                for c in self.checks]
+
+    def summary_line(self) -> str:
+        s = self.summary
+        return f"{s.get('passed', 0)} passed, {s.get('failed', 0)} failed, {s.get('skipped', 0)} skipped"
 
 
 @dataclass(frozen=True)
@@ -83,15 +95,28 @@ def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | N
 
 
 def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cuda: str | None = None,
-              only: str | None = None, timeout: float = 900) -> SmokeReport:
+              only: str | None = None, timeout: float = 900, python: Path | None = None) -> SmokeReport:
+    """The suite in this Python, or in another environment's interpreter (`python`): that one gets a
+    copy of the suite on PYTHONPATH and nothing else of this Python or the user's site-packages,
+    so it is tested as it is."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
         args = [a.replace(REPORT_DIR, folder) for a in suite_args(require_gpus, expect_torch, expect_cuda, only)]
+        env = None
+        if python is not None:
+            from builder.render import smoke_dir
+
+            shutil.copytree(smoke_dir(), Path(folder) / "suite" / "smoke",
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            env = {key: value for key, value in os.environ.items() if key not in ("PYTHONHOME", "PYTHONSTARTUP")}
+            env.update(PYTHONPATH=str(Path(folder) / "suite"), PYTHONNOUSERSITE="1")
         try:
-            process = subprocess.run([sys.executable, "-m", "smoke", *args], capture_output=True,
-                                     text=True, timeout=timeout)
+            process = subprocess.run([str(python or sys.executable), "-m", "smoke", *args], capture_output=True,
+                                     text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise EnvbuildError(f"the smoke suite ran past {timeout:.0f} s and was stopped") from None
+        except OSError as exc:
+            raise EnvbuildError(f"{python}: cannot run the smoke suite with it ({exc.strerror})") from None
         report = Path(folder) / "report.json"
         if not report.is_file():
             tail = (process.stderr or process.stdout).strip().splitlines()[-5:]
