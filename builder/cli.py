@@ -311,11 +311,8 @@ def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only
     else:
         for note in report.notes:
             click.echo(f"note: {note}", err=True)
-        reports.print_table(title, ["check", "status", "seconds", "reason"],
-                            [[c["name"], c["status"], f"{float(c.get('seconds') or 0):.1f}", c.get("reason") or ""]
-                             for c in report.checks])
-        s = report.summary
-        click.echo(f"{s.get('passed', 0)} passed, {s.get('failed', 0)} failed, {s.get('skipped', 0)} skipped")
+        reports.print_table(title, report.TABLE_COLUMNS, report.table_rows())
+        click.echo(report.summary_line())
     if report.failed:
         raise SystemExit(1)
 
@@ -344,6 +341,86 @@ def doctor(spec: Path | None, as_json: bool) -> None:
             reports.print_table(f"{resolved[0].name}: targets on this host",
                                 ["target", "torch", "CUDA", "route", "verdict", "why", "fix"], report.target_rows())
     if report.cannot_run:
+        raise SystemExit(1)
+
+
+@cli.command()
+@SPEC
+@click.option("--cuda", metavar="X.Y|cpu", help="The target; default: the newest CUDA target this host runs, else cpu.")
+@click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), help="Create the environment here.")
+@click.option("--name", help="Create it as $ENVBUILD_ENVS_DIR/NAME (default folder ~/.envbuild/envs).")
+@click.option("--installer", default="auto", show_default=True, metavar="auto|envbuild|PATH",
+              help="micromamba, mamba or conda to install with (auto: the first on PATH, else envbuild's verified one).")
+@click.option("--kernel-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Jupyter kernels folder; default: <Jupyter data dir>/kernels.")
+@click.option("--no-smoke", is_flag=True, help="Do not run the smoke suite in the new environment.")
+@click.option("--force", is_flag=True, help="Reinstall even when the environment is from the same lock.")
+@click.option("--image", "as_image", is_flag=True, help="Build the target's image instead of a local environment.")
+@click.option("--pull", metavar="REGISTRY", help="With --image: pull REGISTRY/<env>:<tag> instead of building.")
+@click.option("--frozen", is_flag=True, help="Fail instead of locking when the lock is stale.")
+@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--solver", metavar="PATH")
+@sources_options
+@JSON
+def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as_image, pull, frozen, lock_root,
+            solver, channel, mirror, pip_index, as_json) -> None:
+    """A new team member's path: the local environment of SPEC from its lock, a Jupyter kernel, the smoke
+    suite in it, and what to do next (--image: the image and its `docker run` line)."""
+    import time
+
+    from builder import onboard as path
+    from builder.pipeline import build_target_image, ensure_lock
+
+    def echo(line: str) -> None:
+        click.echo(line, err=True)
+
+    resolved = resolve_targets(load_spec(spec), (cuda,) if cuda else (), _sources(channel, mirror, pip_index))
+    if as_image or pull:
+        started = time.monotonic()
+        choice, _ = path.choose_for_this_host(resolved, bool(cuda), "linux-64")
+        echo(f"target {choice.target.key}: {choice.reason}")
+        if pull:
+            image_ref, how = path.pull_image(choice.target, pull), "pulled"
+        else:
+            from builder.progress import build_progress
+
+            with build_progress(choice.target.tag) as progress:
+                built = build_target_image(choice.target, lock_root=lock_root, relock=not frozen, solver=solver,
+                                           echo=progress, replaced_pip_index=bool(pip_index))
+            image_ref, how = built.tags[0], "built"
+        result = path.image_result(choice, image_ref, how, time.monotonic() - started)
+        if as_json:
+            reports.print_json(result.as_dict())
+        else:
+            click.echo(f"{result.image} ({how}); run it with:\n  {result.run_command}")
+            click.echo(f"smoke-test it: envbuild smoke {result.image}" + (" --gpus all" if result.cuda else ""))
+        return
+    platform = path.host_platform()
+    choice, gpus_here = path.choose_for_this_host(resolved, bool(cuda), platform)
+    echo(f"target {choice.target.key}: {choice.reason}")
+    lock_path = ensure_lock(choice.target, lock_root, not frozen, solver, bool(pip_index))
+    where = path.choose_prefix(choice.target, prefix, name)
+    result = path.onboard_local(choice, lock_path, where, platform=platform, tool=path.find_installer(installer),
+                                gpus_here=gpus_here, kernel_name=name or f"{choice.target.name}-{choice.target.key}",
+                                kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force, echo=echo)
+    if as_json:
+        reports.print_json(result.as_dict())
+    else:
+        runtime = f"CUDA {result.cuda}" if result.cuda else "CPU"
+        click.echo(f"target: {result.target} (torch {result.torch}, {runtime}): {result.reason}")
+        click.echo(f"environment: {result.prefix} ({result.status}, installer: {result.installer}, "
+                   f"lock: {result.lock})")
+        kernel = result.kernel
+        click.echo(f"Jupyter kernel: {kernel.name} \"{kernel.display_name}\" at {kernel.path}" if kernel.path
+                   else "Jupyter kernel: none (no ipykernel in the environment)")
+        if result.smoke:
+            reports.print_table(f"smoke: {result.prefix / 'bin' / 'python'}", result.smoke.TABLE_COLUMNS,
+                                result.smoke.table_rows())
+            click.echo(f"smoke: {result.smoke.summary_line()}")
+        click.echo("next:")
+        for step in result.next_steps:
+            click.echo(f"  {step}")
+    if result.failed:
         raise SystemExit(1)
 
 
