@@ -59,6 +59,7 @@ def plan_conda_forge(inputs: Inputs) -> Iterator[Planned]:
     yield from _python_abis(cf)
     yield from _pythons(inputs)
     yield from _noarch_wheels(inputs)
+    yield from _noarch_python_standins(cf)
     yield from _compiled_wheels(inputs)
     yield from _cuda(cf)
     yield from _pytorch(inputs)
@@ -108,6 +109,12 @@ def _noarch_wheels(inputs: Inputs) -> Iterator[Planned]:
                 depends=(noarch_python_spec(wheel), *conda_depends(wheel, mapping, "3.11")),
                 entry_points=wheel.console_scripts)
             yield _from_wheel(meta, wheel, None)
+
+
+def _noarch_python_standins(cf: dict[str, Any]) -> Iterator[Planned]:
+    for entry in cf.get("noarch_python_standins", []):
+        yield _standin("conda-forge", entry["name"], entry["version"], NOARCH_PYTHON_BUILD, "noarch",
+                       depends=tuple(entry["depends"]), noarch="python")
 
 
 def _compiled_wheels(inputs: Inputs) -> Iterator[Planned]:
@@ -238,13 +245,14 @@ def _from_wheel(meta: CondaPackage, wheel: WheelInfo, python_short: str | None) 
 
 
 def _standin(channel: str, name: str, version: str, build: str, subdir: str, build_number: int = 0,
-             depends: tuple[str, ...] = (), constrains: tuple[str, ...] = (), license: str = "") -> Planned:
+             depends: tuple[str, ...] = (), constrains: tuple[str, ...] = (), license: str = "",
+             noarch: str | None = None) -> Planned:
     dist = f"{name}-{version}-{build}"
     note = (f"{dist} is a payload-free stand-in of envbuild's offline test world: the metadata of the real "
             f"package, none of its files. See tests/world/CHANNEL.md.\n").encode()
     marker = PackageFile(f"share/envbuild-world/stand-ins/{subdir}/{dist}.txt", note)
     return Planned(channel, CondaPackage(name, version, build, build_number, subdir=subdir,
-                                         noarch="generic" if subdir == "noarch" else None, depends=depends,
+                                         noarch=noarch or ("generic" if subdir == "noarch" else None), depends=depends,
                                          constrains=constrains, files=(marker,), license=license))
 
 
