@@ -30,7 +30,7 @@ from typing import Any
 from builder import __version__
 from builder.compat import version_tuple
 from builder.context import lock_hash
-from builder.doctor import MINOR_COMPAT, RUNS, HostFacts, TargetVerdict, diagnose
+from builder.doctor import MINOR_COMPAT, NEEDS_FIX, RUNS, HostFacts, TargetVerdict, diagnose
 from builder.errors import EnvbuildError, UsageError
 from builder.lock import SOLVERS
 from builder.smoke_runner import SmokeReport, run_local
@@ -92,7 +92,8 @@ def choose_target(targets: Sequence[Target], facts: HostFacts, asked: bool, plat
 
 
 def _verdict_text(verdict: TargetVerdict) -> str:
-    worth = [f for f in verdict.findings if f.level != "ok"] or list(verdict.findings)
+    """The verdict and its first problem, else its first finding (the driver's, for CUDA targets)."""
+    worth = [f for f in verdict.findings if f.level in NEEDS_FIX] or list(verdict.findings)
     return f"{verdict.verdict} ({worth[0].message})" if worth else verdict.verdict
 
 
