@@ -139,6 +139,15 @@ def lock_status(inputs: LockInputs, folder: Path) -> Status:
     return "fresh" if info is not None and info.input_hash == inputs.input_hash else "stale"
 
 
+def conda_tool_on_path() -> Path | None:
+    """The first real micromamba, mamba or conda on PATH."""
+    for name in SOLVERS:
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+    return None
+
+
 def find_solver(explicit: str | None = None) -> Path:
     """A real micromamba/mamba/conda when present, else envbuild's rattler-backed one."""
     if explicit:
@@ -146,10 +155,9 @@ def find_solver(explicit: str | None = None) -> Path:
         if not found:
             raise EnvbuildError(f"solver {explicit!r} not found; give a path or a name on PATH")
         return Path(found)
-    for name in SOLVERS:
-        found = shutil.which(name)
-        if found:
-            return Path(found)
+    real = conda_tool_on_path()
+    if real:
+        return real
     beside = Path(sys.executable).parent / OWN_SOLVER
     if beside.is_file():
         return beside

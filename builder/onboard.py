@@ -30,9 +30,16 @@ from typing import Any
 from builder import __version__
 from builder.compat import version_tuple
 from builder.context import lock_hash
-from builder.doctor import MINOR_COMPAT, NEEDS_FIX, RUNS, HostFacts, TargetVerdict, diagnose
+from builder.doctor import (
+    MINOR_COMPAT,
+    NEEDS_FIX,
+    RUNS,
+    HostFacts,
+    TargetVerdict,
+    diagnose,
+)
 from builder.errors import EnvbuildError, UsageError
-from builder.lock import SOLVERS
+from builder.lock import conda_tool_on_path
 from builder.smoke_runner import SmokeReport, run_local
 from builder.target import Target
 
@@ -165,7 +172,8 @@ def prefix_status(prefix: Path, target: Target, lock_sha256: str) -> str:
                             "choose another --prefix or --name, or remove the folder yourself")
     if (marker.env, marker.target) != (target.name, target.key):
         raise EnvbuildError(f"{prefix} holds envbuild environment {marker.env} ({marker.target}), not "
-                            f"{target.name} ({target.key}): refusing to overwrite it; choose another --prefix or --name")
+                            f"{target.name} ({target.key}): refusing to overwrite it; "
+                            "choose another --prefix or --name")
     return "unchanged" if marker.lock_sha256 == lock_sha256 else "replace"
 
 
@@ -180,11 +188,7 @@ def find_installer(choice: str = "auto") -> Path | None:
         if not found:
             raise UsageError(f"--installer {choice!r}: not found; give a path, a name on PATH, auto or envbuild")
         return Path(found)
-    for name in SOLVERS:
-        found = shutil.which(name)
-        if found:
-            return Path(found)
-    return None
+    return conda_tool_on_path()
 
 
 def installer_name(tool: Path | None) -> str:
@@ -195,6 +199,15 @@ def install_environment(lock_path: Path, platform: str, prefix: Path, tool: Path
                         marker: EnvMarker, timeout: float = INSTALL_TIMEOUT_S) -> None:
     """Install `platform` of the lock into `prefix`; an env already there is replaced only once the
     new one is complete, and a failed install leaves the prefix as it was."""
+    try:
+        _install(lock_path, platform, prefix, tool, marker, timeout)
+    except OSError as exc:
+        raise EnvbuildError(f"cannot create the environment at {prefix}: {exc.strerror or exc} "
+                            f"({exc.filename or prefix}); choose another --prefix") from None
+
+
+def _install(lock_path: Path, platform: str, prefix: Path, tool: Path | None, marker: EnvMarker,
+             timeout: float) -> None:
     prefix.parent.mkdir(parents=True, exist_ok=True)
     if tool is None:
         # rattler writes the final prefix into the files while it fills a sibling folder, so the
@@ -390,10 +403,10 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
         echo(f"installing {target.key} into {prefix} with {installer_name(tool)} ...")
         install_environment(lock_path, platform, prefix, tool,
                             EnvMarker(target.name, target.key, target.torch, target.cuda, digest, installer_name(tool)))
-    result = OnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, prefix,
-                           {"new": "created", "replace": "replaced"}.get(state, state),
-                           installer_name(tool) if state != "unchanged" else (EnvMarker.read(prefix).installer),
-                           lock_path)
+    installed_with = EnvMarker.read(prefix).installer if state == "unchanged" else installer_name(tool)
+    status = {"new": "created", "replace": "replaced"}.get(state, state)
+    result = OnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, prefix, status,
+                           installed_with, lock_path)
     result.kernel = register_kernel(prefix, target, kernel_name, kernel_dir, spec_path)
     if smoke:
         echo(f"running the smoke suite with {prefix / 'bin' / 'python'} ...")
@@ -458,7 +471,7 @@ def pull_image(target: Target, registry: str, client=None) -> str:
     repository, _, tag = f"{registry.rstrip('/')}/{target.tag}".rpartition(":")
     try:
         client.images.pull(repository, tag=tag)
-    except Exception as exc:  # the SDK's NotFound / APIError: one line with the engine's reason
+    except Exception as exc:  # noqa: BLE001 - the SDK's NotFound / APIError: one line with the engine's reason
         reason = getattr(exc, "explanation", None) or str(exc)
         raise EnvbuildError(f"pull of {repository}:{tag} failed: {reason}; build it with "
                             f"`envbuild image ... --cuda {target.cuda or 'cpu'} --push {registry}`") from None

@@ -6,6 +6,7 @@ refused, and --image --pull through the world's registry."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from builder.onboard import (
     choose_prefix,
     choose_target,
     docker_run_line,
+    install_environment,
     kernels_dir,
     prefix_status,
     register_kernel,
@@ -137,6 +139,17 @@ def test_prefix_status_refuses_what_envbuild_did_not_make(tmp_path: Path) -> Non
 
 
 @unit
+def test_a_prefix_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    prefix = tmp_path / "a-file" / "env"
+    [cpu] = targets("cpu")
+    assert prefix_status(prefix, cpu, "a" * 64) == "new"
+    marker = EnvMarker("pytorch", "cpu", "2.13.0", None, "a" * 64, "envbuild")
+    with pytest.raises(EnvbuildError, match=f"cannot create the environment at {prefix}: .*choose another --prefix"):
+        install_environment(tmp_path / "conda-lock.yml", "linux-64", prefix, None, marker)
+
+
+@unit
 def test_kernelspec_only_with_ipykernel_in_conda_meta(tmp_path: Path) -> None:
     [cuda] = targets("cuda12.9")
     prefix = tmp_path / "env"
@@ -202,7 +215,7 @@ def onboard(spec: Path, folder: Path, *args: str, env: dict[str, str] | None = N
 
 def env_python(prefix: Path, code: str) -> str:
     done = subprocess.run([str(prefix / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120,
-                          env={"PATH": os.environ["PATH"]})
+                          env={"PATH": os.environ["PATH"]}, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -237,6 +250,19 @@ def test_onboard_cpu_env_end_to_end_then_unchanged_then_forced(world, tmp_path: 
     forced = onboard(spec, tmp_path, "--cuda", "cpu", "--prefix", str(prefix), "--no-smoke", "--force", "--json")
     assert forced.returncode == 0 and json.loads(forced.stdout)["status"] == "replaced"
     assert not (prefix / "lib" / "stray-file").exists()
+    assert env_python(prefix, "import torch; print(torch.__version__)") == "2.13.0+cpu"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["locks", "team env", spec.name])
+
+    # A lock whose package does not match its hash: the install fails before anything is linked,
+    # and the env that was there stays, whole.
+    lock = tmp_path / "locks" / "cpu" / "conda-lock.yml"
+    text = lock.read_text()
+    torch_hash = text.split("linux-64/pytorch-2.13.0-cpu", 1)[1].split("sha256: ", 1)[1][:64]
+    lock.write_text(text.replace(torch_hash, "0" * 64))
+    broken = onboard(spec, tmp_path, "--cuda", "cpu", "--prefix", str(prefix), "--no-smoke")
+    assert broken.returncode == 1 and "Traceback" not in broken.stderr
+    assert "sha256" in broken.stderr.strip().splitlines()[-1]
+    assert EnvMarker.read(prefix).lock_sha256 != hashlib.sha256(lock.read_bytes()).hexdigest()
     assert env_python(prefix, "import torch; print(torch.__version__)") == "2.13.0+cpu"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["locks", "team env", spec.name])
 
@@ -318,7 +344,7 @@ def test_image_pulled_from_a_registry_gives_the_docker_run_line(world, tmp_path:
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout)
         assert (result["image"], result["how"]) == (f"{remote}:2.13.0-cpu", "pulled")
-        assert result["run_command"] == f'docker run --rm -it --shm-size 1g -v "$PWD":/work -w /work {remote}:2.13.0-cpu'
+        assert result["run_command"] == docker_run_line(f"{remote}:2.13.0-cpu", None)
         assert client.images.get(f"{remote}:2.13.0-cpu")
         missing = onboard(spec, tmp_path, "--cuda", "12.9", "--pull", registry)
         assert missing.returncode == 1
