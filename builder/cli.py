@@ -319,5 +319,36 @@ def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only
         raise SystemExit(1)
 
 
+@cli.command("init")
+@click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An environment.yml (hand-written or `conda env export`) to turn into a spec.")
+@click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
+@click.option("--force", is_flag=True, help="Replace an existing spec file.")
+@JSON
+def init(source, name, out, force, as_json) -> None:
+    """Write a spec: from an existing environment.yml (--from), or a commented starter."""
+    from builder.importer import init_spec
+
+    result = init_spec(source, name, out, force)
+    if as_json:
+        reports.print_json(result.as_dict())
+    else:
+        spec = result.spec
+        click.echo(f"wrote {result.path}: torch {spec.torch}, route {spec.route.value}, "
+                   f"targets {', '.join(t.key for t in result.targets)}")
+        if result.notes:
+            reports.print_table(f"{result.source}: what envbuild derived, assumed or left out",
+                                ["line", "outcome", "why"],
+                                [[n.entry, n.outcome, n.reason] for n in result.notes])
+        unmapped = result.unmapped
+        click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
+        for finding in result.findings:
+            click.echo(f"{result.path}: {finding.level}: {finding.field}: {finding.message}")
+        click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
+    if any(f.level == "error" for f in result.findings):
+        raise SystemExit(1)
+
+
 def main() -> None:
     cli(prog_name="envbuild")
