@@ -37,6 +37,7 @@ from builder.spec import (
     EnvSpec,
     Route,
     parse_spec,
+    read_yaml_file,
 )
 from builder.target import Target, default_pip_index, resolve_targets
 
@@ -281,19 +282,7 @@ class Reading:
 
 
 def read_environment(path: Path) -> Reading:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a text file (UTF-8)") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UsageError(f"{path}: not valid YAML{where}") from None
-    return read_environment_data(data, str(path))
+    return read_environment_data(read_yaml_file(path, "environment.yml"), str(path))
 
 
 def read_environment_data(data: Any, source: str) -> Reading:
