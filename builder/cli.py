@@ -350,5 +350,41 @@ def init(source, name, out, force, as_json) -> None:
         raise SystemExit(1)
 
 
+@cli.command("ci")
+@click.argument("provider", type=click.Choice(["github", "gitlab"]))
+@SPEC
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Pipeline file (default .github/workflows/envbuild-<name>.yml or .gitlab-ci.yml).")
+@click.option("--gpu-runner-labels", metavar="A,B,...",
+              help="Labels (GitHub) or tags (GitLab) of the GPU runners; default self-hosted,linux,gpu / gpu.")
+@click.option("--cpu-runner-labels", metavar="A,B,...",
+              help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
+@click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
+@click.option("--envbuild-requirement", metavar="REQ", help="What the jobs pip-install (default envbuild==<this version>).")
+@click.option("--force", is_flag=True, help="Replace an existing pipeline file.")
+@JSON
+def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, envbuild_requirement,
+       force, as_json) -> None:
+    """Write a GitHub or GitLab pipeline: lock check, a build per target, GPU and CPU smoke jobs."""
+    from builder.ci import CiOptions, parse_labels, write_pipeline
+
+    env_spec = load_spec(spec)
+    options = CiOptions(
+        gpu_runner_labels=parse_labels(gpu_runner_labels, "--gpu-runner-labels"),
+        cpu_runner_labels=parse_labels(cpu_runner_labels, "--cpu-runner-labels"),
+        require_gpus=require_gpus,
+        **({"envbuild_requirement": envbuild_requirement} if envbuild_requirement else {}),
+    )
+    pipeline = write_pipeline(provider, env_spec, spec, resolve_targets(env_spec), out, options, force)
+    if as_json:
+        reports.print_json(pipeline.as_dict())
+        return
+    click.echo(f"wrote {pipeline.path}: {provider} pipeline for {env_spec.name}")
+    reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
+        [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
+        for job in pipeline.jobs
+    ])
+
+
 def main() -> None:
     cli(prog_name="envbuild")
