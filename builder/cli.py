@@ -347,5 +347,72 @@ def doctor(spec: Path | None, as_json: bool) -> None:
         raise SystemExit(1)
 
 
+@cli.command("init")
+@click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An environment.yml (hand-written or `conda env export`) to turn into a spec.")
+@click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
+@click.option("--force", is_flag=True, help="Replace an existing spec file.")
+@JSON
+def init(source, name, out, force, as_json) -> None:
+    """Write a spec: from an existing environment.yml (--from), or a commented starter."""
+    from builder.importer import init_spec
+
+    result = init_spec(source, name, out, force)
+    if as_json:
+        reports.print_json(result.as_dict())
+    else:
+        spec = result.spec
+        click.echo(f"wrote {result.path}: torch {spec.torch}, route {spec.route.value}, "
+                   f"targets {', '.join(t.key for t in result.targets)}")
+        if result.notes:
+            reports.print_table(f"{result.source}: what envbuild derived, assumed or left out",
+                                ["line", "outcome", "why"],
+                                [[n.entry, n.outcome, n.reason] for n in result.notes])
+        unmapped = result.unmapped
+        click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
+        for finding in result.findings:
+            click.echo(f"{result.path}: {finding.level}: {finding.field}: {finding.message}")
+        click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
+    if any(f.level == "error" for f in result.findings):
+        raise SystemExit(1)
+
+
+@cli.command("ci")
+@click.argument("provider", type=click.Choice(["github", "gitlab"]))
+@SPEC
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Pipeline file (default .github/workflows/envbuild-<name>.yml or .gitlab-ci.yml).")
+@click.option("--gpu-runner-labels", metavar="A,B,...",
+              help="Labels (GitHub) or tags (GitLab) of the GPU runners; default self-hosted,linux,gpu / gpu.")
+@click.option("--cpu-runner-labels", metavar="A,B,...",
+              help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
+@click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
+@click.option("--envbuild-requirement", metavar="REQ", help="What the jobs pip-install (default envbuild==<this version>).")
+@click.option("--force", is_flag=True, help="Replace an existing pipeline file.")
+@JSON
+def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, envbuild_requirement,
+       force, as_json) -> None:
+    """Write a GitHub or GitLab pipeline: lock check, a build per target, GPU and CPU smoke jobs."""
+    from builder.ci import CiOptions, parse_labels, write_pipeline
+
+    env_spec = load_spec(spec)
+    options = CiOptions(
+        gpu_runner_labels=parse_labels(gpu_runner_labels, "--gpu-runner-labels"),
+        cpu_runner_labels=parse_labels(cpu_runner_labels, "--cpu-runner-labels"),
+        require_gpus=require_gpus,
+        **({"envbuild_requirement": envbuild_requirement} if envbuild_requirement else {}),
+    )
+    pipeline = write_pipeline(provider, env_spec, spec, resolve_targets(env_spec), out, options, force)
+    if as_json:
+        reports.print_json(pipeline.as_dict())
+        return
+    click.echo(f"wrote {pipeline.path}: {provider} pipeline for {env_spec.name}")
+    reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
+        [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
+        for job in pipeline.jobs
+    ])
+
+
 def main() -> None:
     cli(prog_name="envbuild")
