@@ -100,7 +100,8 @@ def test_github_jobs_per_target(repo: Path) -> None:
     steps = {name: [step.get("run", "") for step in job["steps"]] for name, job in jobs.items()}
     assert any('envbuild lock "$ENVBUILD_SPEC" --check --json > reports/lock-check.json' in s
                for s in steps["lock-check"])
-    assert any('--gpus all --require-gpus "$ENVBUILD_REQUIRE_GPUS" --junit "reports/smoke-gpu-$ENVBUILD_TARGET.xml"'
+    assert any('envbuild matrix "$ENVBUILD_SPEC" --cuda "$ENVBUILD_CUDA" --frozen --gpus all '
+               '--require-gpus "$ENVBUILD_REQUIRE_GPUS" --junit "reports/smoke-gpu-$ENVBUILD_TARGET.xml"'
                in s for s in steps["smoke-gpu"])
     for name, job in jobs.items():  # every job keeps its reports, also when it failed
         upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
