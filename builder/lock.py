@@ -107,6 +107,39 @@ class LockResult:
         }
 
 
+def updatable_packages(inputs: LockInputs) -> list[str]:
+    """The names `--update` accepts: the packages the rendered environment.yml asks for by name.
+
+    conda-lock moves only those (a dependency moves with the package that needs it) and fails with
+    a bare KeyError on a locked dependency's name."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from rattler import MatchSpec
+
+    names: set[str] = set()
+    for dependency in yaml.safe_load(inputs.environment_yml).get("dependencies") or []:
+        if isinstance(dependency, str):
+            name = MatchSpec(dependency, strict=False).name
+            if name is not None:
+                names.add(name.normalized)
+            continue
+        for requirement in (dependency or {}).get("pip") or []:
+            try:
+                names.add(Requirement(requirement).name.lower())
+            except InvalidRequirement:
+                continue
+    return sorted(names)
+
+
+def check_update_names(update: Sequence[str], inputs: LockInputs) -> None:
+    allowed = updatable_packages(inputs)
+    unknown = [name for name in update if name.lower() not in allowed]
+    if unknown:
+        raise EnvbuildError(
+            f"--update {unknown[0]}: target {inputs.target.key} does not ask for {unknown[0]} by name "
+            f"(a dependency moves with the package that needs it); it can update: {', '.join(allowed)}"
+        )
+
+
 def lock_inputs(target: Target, replaced_pip_index: bool = False) -> LockInputs:
     rendered = render_target(target, sources_replaced_pip=replaced_pip_index)
     virtual = {p: target.virtual_packages(p) for p in target.platforms}
@@ -262,8 +295,18 @@ def _explain_failure(log_text: str) -> str:
               or "cannot be installed" in line.lower() or "unsatisfiable" in line.lower()
               or "nothing provides" in line.lower()]
     keep = marked or [line for line in lines if not line.startswith(("  File ", "Traceback", "    "))]
-    text = "\n".join(keep[-20:])
+    # conda-lock's pip solver (poetry) names the environment "-dummy-package-"
+    text = "\n".join(keep[-20:]).replace("-dummy-package- depends on", "the environment needs")
     return text or "conda-lock failed without output"
+
+
+def _pip_hint(target: Target, explanation: str) -> str:
+    """Where a pip-side failure points: the index the pip packages were asked from."""
+    pip_side = ("SolverProblemError", "ConnectionError", "installation candidates", "PipRepository")
+    if not target.pip_index or not any(marker in explanation for marker in pip_side):
+        return ""
+    return (f"\nhint: the pip packages of this target come from {target.pip_index}; "
+            "give --pip-index URL ({tag} allowed) for a reachable index that has them")
 
 
 def _prepare(job: _Job, existing: Path) -> None:
@@ -307,28 +350,55 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
     pending = list(jobs)
     running: dict[int, tuple[_Job, multiprocessing.process.BaseProcess, float]] = {}
     results: dict[str, LockResult] = {}
-    while pending or running:
-        while pending and len(running) < parallel:
-            job = pending.pop(0)
-            process = context.Process(target=_child_main, args=(job,), daemon=False)
-            process.start()
-            running[process.pid] = (job, process, time.monotonic())
-        time.sleep(0.02)
-        for pid, (job, process, started) in list(running.items()):
-            elapsed = time.monotonic() - started
-            if process.exitcode is None and elapsed > timeout:
-                _kill_group(pid)
-                process.join()
-                results[job.inputs.target.key] = LockResult(
-                    job.inputs.target.key, "failed", job.folder / LOCK_FILE, elapsed,
-                    message=f"locking took longer than {timeout:.0f} s and was stopped",
-                )
-                del running[pid]
-            elif process.exitcode is not None:
-                process.join()
-                results[job.inputs.target.key] = _finish(job, process.exitcode, elapsed)
-                del running[pid]
+    try:
+        with _terminate_as_exit():
+            while pending or running:
+                while pending and len(running) < parallel:
+                    job = pending.pop(0)
+                    process = context.Process(target=_child_main, args=(job,), daemon=False)
+                    process.start()
+                    running[process.pid] = (job, process, time.monotonic())
+                time.sleep(0.02)
+                for pid, (job, process, started) in list(running.items()):
+                    elapsed = time.monotonic() - started
+                    if process.exitcode is None and elapsed > timeout:
+                        _kill_group(pid)
+                        process.join()
+                        results[job.inputs.target.key] = LockResult(
+                            job.inputs.target.key, "failed", job.folder / LOCK_FILE, elapsed,
+                            message=f"locking took longer than {timeout:.0f} s and was stopped",
+                        )
+                        del running[pid]
+                    elif process.exitcode is not None:
+                        process.join()
+                        results[job.inputs.target.key] = _finish(job, process.exitcode, elapsed)
+                        del running[pid]
+    finally:
+        # Ctrl-C or SIGTERM: the children run in process groups of their own, which a terminal's
+        # Ctrl-C does not reach; stop them (and their solver processes) before leaving.
+        for pid, (_, process, _) in running.items():
+            _kill_group(pid)
+            process.join()
     return [results[job.inputs.target.key] for job in jobs]
+
+
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM leaves through SystemExit, so cleanup runs (only in the main thread, where it can)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _kill_group(pid: int) -> None:
@@ -343,7 +413,9 @@ def _finish(job: _Job, exitcode: int, elapsed: float) -> LockResult:
     log_path = job.work / "conda-lock.log"
     log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.is_file() else ""
     if exitcode != 0 or not (job.work / LOCK_FILE).is_file():
-        return LockResult(key, "failed", job.folder / LOCK_FILE, elapsed, message=_explain_failure(log_text))
+        explanation = _explain_failure(log_text)
+        return LockResult(key, "failed", job.folder / LOCK_FILE, elapsed,
+                          message=explanation + _pip_hint(job.inputs.target, explanation))
     try:
         result = _commit(job)
     except EnvbuildError as exc:
@@ -370,11 +442,13 @@ def lock_targets(
     with env_file_lock(env_folder, timeout=timeout * max(1, len(targets))):
         results: dict[str, LockResult] = {}
         jobs: list[_Job] = []
+        all_inputs = [lock_inputs(target, replaced_pip_index) for target in targets]
+        for inputs in all_inputs if update else ():
+            check_update_names(update, inputs)
         scratch = Path(tempfile.mkdtemp(prefix="envbuild-lock-"))
         try:
             solver_path = None
-            for target in targets:
-                inputs = lock_inputs(target, replaced_pip_index)
+            for target, inputs in zip(targets, all_inputs):
                 folder = default_lock_dir(target, lock_root)
                 if not force and not update and lock_status(inputs, folder) == "fresh":
                     builds, counts = summarize(read_lock(folder / LOCK_FILE))

@@ -291,9 +291,24 @@ async def _solve_update(
     channels = _channel_set(request)
     gateway = _gateway()
     locked = await _locked_records(gateway, channels, request.subdir, keep)
-    specs = [*request.specs, *(m["name"] for m in keep)]
-    records = await _run_solver(gateway, channels, request.subdir, specs, locked)
+    # The locked records are only a preference to rattler: this solve finds the versions the named
+    # packages can move to, but may move others needlessly (the newest numpy build being py313 drags
+    # python from 3.11). So solve again with those versions and every other package pinned exactly,
+    # and keep the first answer only when the pins conflict (the update really needs others to move).
+    preferred = await _run_solver(
+        gateway, channels, request.subdir, [*request.specs, *(m["name"] for m in keep)], locked
+    )
+    moved = [f"{r.name.normalized} =={r.version}" for r in preferred if r.name.normalized in named]
+    pinned = [*request.specs, *moved, *(_exact_spec(r) for r in locked)]
+    try:
+        records = await _run_solver(gateway, channels, request.subdir, pinned, locked)
+    except SolverError:
+        records = preferred
     return records, {_meta_identity(m) for m in keep}
+
+
+def _exact_spec(record: rattler.RepoDataRecord) -> str:
+    return f"{record.name.normalized} =={record.version} {record.build}"
 
 
 async def _locked_records(
