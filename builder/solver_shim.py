@@ -23,7 +23,6 @@ py-rattler crashes at interpreter exit in some short runs, after the work is don
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import json
 import os
@@ -32,17 +31,20 @@ import subprocess
 import sys
 import tempfile
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
-
-import rattler
-from rattler.exceptions import InvalidMatchSpecError, SolverError
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from builder import __version__
-from builder import install as installer
+
+if TYPE_CHECKING:
+    import asyncio
+
+    import rattler
+    from rattler.exceptions import InvalidMatchSpecError, SolverError
+
+    from builder import install as installer
 
 # conda-lock reads the last word of the first line and compares it with micromamba releases; 2.0.7
 # is the first whose `list` knows `--no-pip`, which conda-lock tries first.
@@ -54,6 +56,9 @@ OVERRIDE_PREFIX = "CONDA_OVERRIDE_"
 # A conflict explanation conda-lock prints to the user: one screen, not a dump.
 MAX_EXPLANATION_LINES = 25
 MAX_EXPLANATION_CHARS = 2400
+# conda-lock's virtual-package channel holds a few dozen records; a repodata file larger than this
+# belongs to a real channel.
+FAKE_CHANNEL_MAX_BYTES = 1 << 20
 EXIT_UNSOLVABLE = 1
 EXIT_USAGE = 2
 
@@ -104,18 +109,23 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
     finally:
         _cleanup_cache()
-    installer.exit_hard(code)
+    # Leave without interpreter teardown (builder.install.exit_hard, not imported for --version).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def dispatch(args: list[str]) -> int:
     """Run one micromamba-style call and return its exit code; output goes to stdout."""
     if args in (["--version"], ["-V"]):
         print(MICROMAMBA_COMPAT_VERSION)
-        print(f"envbuild-micromamba {__version__} (py-rattler {rattler.__version__}): conda-lock's solver calls only")
+        print(f"envbuild-micromamba {__version__}: conda-lock's solver calls only")
         return 0
     if not args:
         raise ShimUsageError("no command given; this shim answers conda-lock's calls only (see --help of envbuild)")
     command, rest = args[0], args[1:]
+    if command != "config":
+        _load_solver_libraries()
     handlers = {
         "config": _config,
         "info": _info,
@@ -128,6 +138,18 @@ def dispatch(args: list[str]) -> int:
     if handler is None:
         raise ShimUsageError(f"unsupported command {command!r}: only {', '.join(handlers)} as conda-lock calls them")
     return handler(rest)
+
+
+def _load_solver_libraries() -> None:
+    """rattler, asyncio and the installer, for the calls that solve or install: conda-lock asks
+    `--version` twice per lock, and those answers should not pay a tenth of a second of imports."""
+    global asyncio, rattler, InvalidMatchSpecError, SolverError, installer
+    import asyncio
+
+    import rattler
+    from rattler.exceptions import InvalidMatchSpecError, SolverError
+
+    from builder import install as installer
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
@@ -509,16 +531,20 @@ def _channel_set(request: SolveRequest) -> ChannelSet:
 
 
 def _local_channel_records(channel: str, subdir: str) -> list[dict[str, Any]]:
-    """The records of a file:// channel's subdir and noarch (empty for remote or unknown ones)."""
+    """The records of a small file:// channel's subdir and noarch (empty for remote, unknown or
+    large ones: reading a real local channel here would cost a JSON parse of megabytes per solve)."""
     parts = urllib.parse.urlsplit(channel)
     if parts.scheme != "file":
         return []
-    root = Path(urllib.request.url2pathname(parts.path))
+    from urllib.request import url2pathname
+
+    root = Path(url2pathname(parts.path))
+    paths = [root / folder / "repodata.json" for folder in (subdir, "noarch")]
+    paths = [path for path in paths if path.is_file()]
+    if any(path.stat().st_size > FAKE_CHANNEL_MAX_BYTES for path in paths):
+        return []
     records: list[dict[str, Any]] = []
-    for folder in (subdir, "noarch"):
-        path = root / folder / "repodata.json"
-        if not path.is_file():
-            continue
+    for path in paths:
         try:
             repodata = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
