@@ -88,6 +88,18 @@ def test_corrupted_lockfile_is_one_clear_line(world, tmp_path: Path) -> None:
     assert "Traceback" not in broken.stderr
 
 
+def test_a_hand_edited_lockfile_is_stale_and_relocked(world, tmp_path: Path) -> None:
+    locks = tmp_path / "locks"
+    assert envbuild(*lock_args(locks, "--cuda", "cpu"), cwd=tmp_path).returncode == 0
+    lockfile = locks / "cpu" / "conda-lock.yml"
+    made = lockfile.read_text()
+    lockfile.write_text(made.replace("version: 2.4.6", "version: 2.4.7", 1))
+    assert envbuild(*lock_args(locks, "--cuda", "cpu", "--check"), cwd=tmp_path).returncode == 1
+    again = envbuild(*lock_args(locks, "--cuda", "cpu", "--json"), cwd=tmp_path)
+    assert again.returncode == 0 and json.loads(again.stdout)[0]["status"] == "locked"
+    assert lockfile.read_text() == made
+
+
 def test_unsatisfiable_target_fails_with_explanation(world, tmp_path: Path) -> None:
     spec = tmp_path / "absent-pkg.yaml"
     spec.write_text(
@@ -96,6 +108,8 @@ def test_unsatisfiable_target_fails_with_explanation(world, tmp_path: Path) -> N
     result = envbuild("lock", str(spec), "--channel", CHANNEL, "--locks", str(tmp_path / "locks"), cwd=tmp_path)
     assert result.returncode == 1
     assert "package-that-does-not-exist" in result.stderr
+    assert "Cannot solve for linux-64" in result.stderr and "virtual packages: " in result.stderr
+    assert len(result.stderr.splitlines()) <= 25 and "Traceback" not in result.stderr  # one screen
     assert not (tmp_path / "locks" / "cpu" / "conda-lock.yml").exists()
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks run by `make bench`: each prints its figures and ends with one summary line."""
