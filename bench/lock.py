@@ -69,7 +69,7 @@ def timed_envbuild(spec: Path, channel: str, locks: Path) -> tuple[float, str]:
     command = [sys.executable, "-m", "builder", "lock", str(spec), "--channel", channel,
                "--locks", str(locks), "--json"]
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=spec.parent, env=_env())
+    done = subprocess.run(command, capture_output=True, text=True, cwd=spec.parent, env=_env(), check=False)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"bench: envbuild lock failed:\n{done.stderr[-3000:]}")
@@ -89,7 +89,8 @@ def timed_conda_lock_per_target(spec: Path, channel: str, folder: Path) -> tuple
         work = folder / target.key
         write_conda_lock_inputs(work, inputs)
         done = subprocess.run([str(conda_lock), *conda_lock_args(work, inputs, solver)], cwd=work,
-                              capture_output=True, text=True, env=_env(POETRY_CACHE_DIR=str(work / "poetry")))
+                              capture_output=True, text=True, env=_env(POETRY_CACHE_DIR=str(work / "poetry")),
+                              check=False)
         if done.returncode != 0:
             raise SystemExit(f"bench: conda-lock failed for {target.key}:\n{done.stderr[-3000:]}")
         lockfiles[target.key] = work / LOCK_FILE

@@ -38,13 +38,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from builder import __version__
 
+# Bound at run time by _load_solver_libraries(), only for the calls that solve or install.
 if TYPE_CHECKING:
-    import asyncio
+    import asyncio  # noqa: TC004
 
-    import rattler
-    from rattler.exceptions import InvalidMatchSpecError, SolverError
+    import rattler  # noqa: TC004
+    from rattler.exceptions import InvalidMatchSpecError, SolverError  # noqa: TC004
 
-    from builder import install as installer
+    from builder import install as installer  # noqa: TC004
 
 # conda-lock reads the last word of the first line and compares it with micromamba releases; 2.0.7
 # is the first whose `list` knows `--no-pip`, which conda-lock tries first.
