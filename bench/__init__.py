@@ -1,1 +1,1 @@
-"""Benchmarks run by `make bench`: each prints its figures and ends with one summary line."""
+"""Benchmarks: `make bench` runs each and prints the ratios measured in one run (never timed tests)."""

@@ -1,29 +1,133 @@
-"""What NVML says about this host's GPUs (nvidia-ml-py); empty when there is no driver."""
+"""This host's GPUs as NVML (nvidia-ml-py) or nvidia-smi's table show them; empty without a driver.
+
+Reading and interpreting are split: `nvml_snapshot()` only calls NVML and keeps what it returned,
+`gpus_from_nvml()` turns such a snapshot into `GpuInfo` values, so recorded snapshots of GPU hosts
+test the interpretation on machines without a GPU.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
-def gpus_by_free_memory() -> list[dict]:
-    """GPUs ranked by free memory, most first (the seeds' way to pick the idle cards)."""
+from smoke.nvsmi import SmiGpu
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int  # NVML / nvidia-smi order (PCI bus order), not CUDA's default fastest-first order
+    name: str
+    uuid: str | None = None
+    bus_id: str | None = None
+    capability: tuple[int, int] | None = None  # compute capability; nvidia-smi's table does not show it
+    memory_free: int | None = None  # bytes
+    memory_total: int | None = None  # bytes
+    utilization: int | None = None  # percent of time a kernel ran over the last sample period
+
+    @property
+    def sm(self) -> str | None:
+        return None if self.capability is None else f"sm_{self.capability[0]}{self.capability[1]}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "name": self.name, "uuid": self.uuid, "bus_id": self.bus_id,
+            "capability": None if self.capability is None else f"{self.capability[0]}.{self.capability[1]}",
+            "memory_free": self.memory_free, "memory_total": self.memory_total,
+            "utilization": self.utilization,
+        }
+
+
+def nvml_snapshot() -> list[dict[str, Any]] | None:
+    """Every GPU's raw NVML answers (bytes or str as nvidia-ml-py gives them); None when NVML cannot start.
+
+    A query a GPU does not support (utilisation on a MIG device, say) is kept as None.
+    """
     try:
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception:
-        return []
+    except Exception:  # no nvidia-ml-py, NVMLError_LibraryNotFound without a driver, a broken driver
+        return None
     try:
-        gpus = []
+        devices = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            uuid = pynvml.nvmlDeviceGetUUID(handle)
-            name = pynvml.nvmlDeviceGetName(handle)
-            gpus.append({
+            memory = _answer(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
+            devices.append({
                 "index": index,
-                "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
-                "name": name.decode() if isinstance(name, bytes) else name,
-                "free": int(memory.free), "total": int(memory.total),
+                "name": pynvml.nvmlDeviceGetName(handle),
+                "uuid": _answer(lambda: pynvml.nvmlDeviceGetUUID(handle)),
+                "pci_bus_id": _answer(lambda: pynvml.nvmlDeviceGetPciInfo(handle).busId),
+                "cuda_compute_capability": _answer(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
+                "memory": None if memory is None else {"free": memory.free, "total": memory.total},
+                "utilization_gpu": _answer(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
             })
-        return sorted(gpus, key=lambda g: g["free"], reverse=True)
+        return devices
+    except Exception:
+        return None
     finally:
-        pynvml.nvmlShutdown()
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass  # shutting down a half-initialised NVML is not worth a failure
+
+
+def _answer(query: Callable[[], Any]) -> Any:
+    try:
+        return query()
+    except Exception:  # NVMLError_NotSupported and friends: that fact is unknown, the rest still counts
+        return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def gpus_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[GpuInfo]:
+    gpus = []
+    for device in snapshot:
+        memory = device.get("memory") or {}
+        capability = device.get("cuda_compute_capability")
+        utilization = device.get("utilization_gpu")
+        gpus.append(GpuInfo(
+            index=int(device["index"]),
+            name=_text(device["name"]) or "",
+            uuid=_text(device.get("uuid")),
+            bus_id=_text(device.get("pci_bus_id")),
+            capability=(int(capability[0]), int(capability[1])) if capability else None,
+            memory_free=None if memory.get("free") is None else int(memory["free"]),
+            memory_total=None if memory.get("total") is None else int(memory["total"]),
+            utilization=None if utilization is None else int(utilization),
+        ))
+    return gpus
+
+
+def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
+    """GPUs from nvidia-smi's table: no UUID and no compute capability there, memory in MiB."""
+    gpus = []
+    for row in rows:
+        known = row.memory_total_mib is not None and row.memory_used_mib is not None
+        gpus.append(GpuInfo(
+            index=row.index,
+            name=row.name,
+            bus_id=row.bus_id,
+            memory_free=(row.memory_total_mib - row.memory_used_mib) * MIB if known else None,  # type: ignore[operator]
+            memory_total=row.memory_total_mib * MIB if row.memory_total_mib is not None else None,
+            utilization=row.utilization_percent,
+        ))
+    return gpus
+
+
+def rank_by_free_memory(gpus: Iterable[GpuInfo]) -> list[GpuInfo]:
+    """Most free memory first (the seeds' way to pick the idle cards); unknown memory last, ties by index."""
+    return sorted(gpus, key=lambda g: (g.memory_free is None, -(g.memory_free or 0), g.index))
+
+
+def gpus_by_free_memory() -> list[GpuInfo]:
+    """This host's GPUs through NVML, most free memory first; empty when NVML does not answer."""
+    return rank_by_free_memory(gpus_from_nvml(nvml_snapshot() or []))

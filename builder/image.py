@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 from builder.context import BuildContext
 from builder.errors import EnvbuildError
@@ -59,20 +57,32 @@ class ImageResult:
         }
 
 
-def docker_client():
+ENGINE_START_FIX = (
+    "start the Docker engine (`sudo systemctl start docker`, or `sudo dockerd &`) or point DOCKER_HOST at a running one"
+)
+
+
+class EngineUnreachable(EnvbuildError):
+    def __init__(self, address: str, reason: str) -> None:
+        self.address = address
+        self.reason = reason
+        super().__init__(f"no Docker engine answers at {address}: {ENGINE_START_FIX}")
+
+
+def engine_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def docker_client(timeout: float = 600):
     """The engine at DOCKER_HOST or the local socket, or one line saying how to start one."""
     import docker
 
     try:
-        client = docker.from_env(timeout=600)
+        client = docker.from_env(timeout=timeout)
         client.ping()
         return client
-    except Exception:
-        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise EnvbuildError(
-            f"no Docker engine answers at {where}: start one (`sudo systemctl start docker`, or "
-            "`sudo dockerd &`) or point DOCKER_HOST at one"
-        ) from None
+    except Exception as exc:
+        raise EngineUnreachable(engine_address(), f"{type(exc).__name__}: {exc}") from None
 
 
 def created_timestamp() -> str:
@@ -166,12 +176,31 @@ def build_image(
             f"{(log.error or 'no image produced').strip()}\nlast {len(log.tail)} log lines:\n{tail}"
         )
     tags = image_tags(context)
+    replaced = {_image_id(client, tag) for tag in tags} - {None, log.image_id}
     for tag in tags:
         repository, _, name = tag.rpartition(":")
         client.api.tag(log.image_id, repository, name)
+    _drop_untagged(client, replaced)
     result = inspect_result(client, context, log.image_id, tags)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _image_id(client, reference: str) -> str | None:
+    try:
+        return client.api.inspect_image(reference)["Id"]
+    except Exception:
+        return None
+
+
+def _drop_untagged(client, image_ids: Iterable[str]) -> None:
+    """Earlier builds whose tags moved to the new image: removed unless still tagged or in use
+    (the engine refuses those), so rebuilding a target does not pile up untagged images."""
+    for image_id in image_ids:
+        try:
+            client.api.remove_image(image_id)
+        except Exception:
+            pass
 
 
 def _env_layer(client, image_id: str) -> tuple[int | None, str | None]:
@@ -225,7 +254,8 @@ def list_images(env_name: str, client=None) -> list[dict]:
     """Images envbuild built for this env: tags, sizes, and the lock each came from."""
     client = client or docker_client()
     rows = []
-    for image in client.api.images(filters={"label": f"io.envbuild.env={env_name}"}):
+    # Untagged ones are superseded builds still held by a container or a child image: not "what exists".
+    for image in client.api.images(filters={"label": f"io.envbuild.env={env_name}", "dangling": False}):
         labels = image.get("Labels") or {}
         rows.append({
             "id": image["Id"], "tags": sorted(image.get("RepoTags") or []),
@@ -236,6 +266,3 @@ def list_images(env_name: str, client=None) -> list[dict]:
         })
     return sorted(rows, key=lambda r: (r["target"], r["created"]))
 
-
-def plain_output() -> bool:
-    return os.environ.get("CI") == "true" or not sys.stderr.isatty()

@@ -43,6 +43,7 @@ LOCK_FILE = "conda-lock.yml"
 INFO_FILE = "envbuild-lock.json"
 SOLVERS = ("micromamba", "mamba", "conda")
 OWN_SOLVER = "envbuild-micromamba"
+IMAGE_ONLY_SPEC_FIELDS = {"images", "ca_certificates", "user", "labels"}
 
 Status = Literal["locked", "unchanged", "fresh", "stale", "missing", "failed"]
 
@@ -77,7 +78,9 @@ class LockInputs:
     def input_hash(self) -> str:
         material = {
             "envbuild": __version__,
-            "spec": self.target.spec.model_dump(mode="json"),
+            # What only the image build reads (bases, CA files, user, labels) stays out: a new
+            # base image changes the lock through its glibc (a virtual package), not its name.
+            "spec": self.target.spec.model_dump(mode="json", exclude=IMAGE_ONLY_SPEC_FIELDS),
             "target": self.target.key,
             "environment_yml": self.environment_yml,
             "virtual_packages": self.virtual_packages,

@@ -197,6 +197,15 @@ def _labels(target: Target) -> dict[str, str]:
     return dict(sorted(labels.items()))
 
 
+def required_driver_cuda(cuda: str | None) -> str:
+    """NVIDIA_REQUIRE_CUDA for a CUDA X.Y build: `cuda>=X.0`. CUDA minor-version compatibility lets
+    an X.Y build run on any X.* driver (the compat data's min_driver); requiring X.Y would make
+    the container runtime refuse hosts where envbuild doctor and the smoke suite say it runs."""
+    if not cuda:
+        return ""
+    return f"cuda>={cuda.split('.')[0]}.0"
+
+
 def dockerfile_blocks(target: Target, has_ca: bool) -> list[Block]:
     user = {"name": target.spec.user.name, "uid": target.spec.user.uid}
     env = {"prefix": ENV_PREFIX, "epoch": LAYER_EPOCH}
@@ -206,7 +215,7 @@ def dockerfile_blocks(target: Target, has_ca: bool) -> list[Block]:
         Block(
             "nvidia_runtime.j2",
             {
-                "require_cuda": f"cuda>={target.cuda}" if target.cuda else "",
+                "require_cuda": required_driver_cuda(target.cuda),
                 "torch": target.torch,
                 "cuda": target.cuda or "cpu",
             },

@@ -64,7 +64,7 @@ def parse_gpus(value: str | None) -> GpuRequest:
         ranked = gpus_by_free_memory()
         if len(ranked) < wanted:
             raise EnvbuildError(f"--gpus {value}: this host shows {len(ranked)} GPU(s) through NVML")
-        return GpuRequest(None, tuple(gpu["uuid"] for gpu in ranked[:wanted]))
+        return GpuRequest(None, tuple(gpu.uuid or str(gpu.index) for gpu in ranked[:wanted]))
     raise UsageError(f"--gpus {value!r}: use all, a count, or auto:N")
 
 

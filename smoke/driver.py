@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from smoke.compat import driver_cuda_from_nvml
-from smoke.nvsmi import parse_nvidia_smi
+from smoke.nvsmi import SmiGpu, parse_nvidia_smi
 
 NVIDIA_SMI_TIMEOUT_S = 30.0
 
@@ -21,6 +21,8 @@ class DriverReading:
     cuda: tuple[int, int] | None
     driver_version: str | None
     notes: list[str] = field(default_factory=list)
+    # The GPU rows of nvidia-smi's table when it was the source (NVML callers read GPUs themselves).
+    smi_gpus: list[SmiGpu] = field(default_factory=list)
 
     @property
     def cuda_text(self) -> str | None:
@@ -80,4 +82,4 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
     parsed = parse_nvidia_smi(done.stdout)
     if parsed.cuda_version is None:
         notes.append("nvidia-smi: no CUDA version in its header")
-    return DriverReading("nvidia-smi", parsed.cuda_version, parsed.driver_version, notes)
+    return DriverReading("nvidia-smi", parsed.cuda_version, parsed.driver_version, notes, parsed.gpus)

@@ -19,6 +19,8 @@ _GPU_ROW = re.compile(
     r"\s*(?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])\b"
 )
 _MEMORY = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+# GPU-Util opens the third column of the same row; old drivers print N/A there.
+_UTILIZATION = re.compile(r"MiB\s*\|\s*(\d+)%")
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class SmiGpu:
     bus_id: str
     memory_used_mib: int | None
     memory_total_mib: int | None
+    utilization_percent: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ def _parse_gpu_rows(lines: list[str]) -> list[SmiGpu]:
         # Memory sits on the GPU's second row, in the middle column.
         following = lines[number + 1] if number + 1 < len(lines) else ""
         memory = _MEMORY.search(following)
+        utilization = _UTILIZATION.search(following)
         gpus.append(
             SmiGpu(
                 index=int(row.group("index")),
@@ -68,6 +72,7 @@ def _parse_gpu_rows(lines: list[str]) -> list[SmiGpu]:
                 bus_id=row.group("bus"),
                 memory_used_mib=int(memory.group(1)) if memory else None,
                 memory_total_mib=int(memory.group(2)) if memory else None,
+                utilization_percent=int(utilization.group(1)) if utilization else None,
             )
         )
     return gpus

@@ -41,11 +41,11 @@ from smoke.registry import (
 )
 from smoke.report import CheckResult, SmokeReport
 from smoke.split import check_split, expected_split, rows_per_device
+from tests.nvidia_replay import SMI_FIXTURES, fake_nvidia_smi, needs_no_nvml, replay_nvidia_smi
 
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[1]
-SMI_FIXTURES = Path(__file__).parent / "fixtures" / "nvidia-smi"
 
 
 # --- DataParallel split -------------------------------------------------------------------------
@@ -118,23 +118,24 @@ def test_rows_per_device_sums_and_keeps_strays() -> None:
 
 @pytest.mark.parametrize(("fixture", "driver", "cuda", "gpus"), [
     ("classic-535-2gpu.txt", "535.54.03", (12, 2),
-     [(0, "NVIDIA A100-SXM4-40GB", "00000000:07:00.0", 12000, 40960),
-      (1, "NVIDIA A100-SXM4-40GB", "00000000:0F:00.0", 4, 40960)]),
+     [(0, "NVIDIA A100-SXM4-40GB", "00000000:07:00.0", 12000, 40960, 35),
+      (1, "NVIDIA A100-SXM4-40GB", "00000000:0F:00.0", 4, 40960, 0)]),
     ("kmd-610-4gpu.txt", "610.43.02", (13, 3),
-     [(i, "NVIDIA B200", bus, used, 183359) for i, bus, used in
-      [(0, "00000000:1B:00.0", 0), (1, "00000000:43:00.0", 2048), (2, "00000000:52:00.0", 0),
-       (3, "00000000:61:00.0", 0)]]),
+     [(i, "NVIDIA B200", bus, used, 183359, util) for i, bus, used, util in
+      [(0, "00000000:1B:00.0", 0, 0), (1, "00000000:43:00.0", 2048, 3), (2, "00000000:52:00.0", 0, 0),
+       (3, "00000000:61:00.0", 0, 0)]]),
     ("kmd-610-1gpu-truncated-name.txt", "610.43.03", (13, 3),
-     [(0, "NVIDIA GeForce RTX 5070 ...", "00000000:02:00.0", 273, 12227)]),
-    ("legacy-331-no-cuda.txt", "331.62", None,
-     [(0, "GeForce GTX 680", "0000:03:00.0", 9, 4095), (1, "GeForce GTX 680", "0000:04:00.0", 9, 4095)]),
+     [(0, "NVIDIA GeForce RTX 5070 ...", "00000000:02:00.0", 273, 12227, 2)]),
+    ("legacy-331-no-cuda.txt", "331.62", None,  # GPU-Util says N/A
+     [(0, "GeForce GTX 680", "0000:03:00.0", 9, 4095, None), (1, "GeForce GTX 680", "0000:04:00.0", 9, 4095, None)]),
     ("query-q-450.txt", "450.66", (11, 0), []),
 ])
 def test_parse_nvidia_smi(fixture: str, driver: str, cuda: tuple[int, int] | None, gpus: list[tuple]) -> None:
     reading = parse_nvidia_smi((SMI_FIXTURES / fixture).read_text())
     assert reading.driver_version == driver
     assert reading.cuda_version == cuda
-    assert [(g.index, g.name, g.bus_id, g.memory_used_mib, g.memory_total_mib) for g in reading.gpus] == gpus
+    assert [(g.index, g.name, g.bus_id, g.memory_used_mib, g.memory_total_mib, g.utilization_percent)
+            for g in reading.gpus] == gpus
 
 
 def test_parse_nvidia_smi_of_nothing() -> None:
@@ -380,34 +381,11 @@ def test_broken_torch_import_is_reported_as_a_failure(tmp_path: Path) -> None:
 
 # --- the driver reading (NVML first, then nvidia-smi) --------------------------------------------
 
-def _nvml_answers() -> bool:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-        return True
-    except Exception:
-        return False
-
-
-needs_no_nvml = pytest.mark.skipif(_nvml_answers(), reason="a real NVML answers first on this machine")
-
-
-def _fake_nvidia_smi(folder: Path, script: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Put an `nvidia-smi` that replays recorded output first on PATH."""
-    folder.mkdir(exist_ok=True)
-    executable = folder / "nvidia-smi"
-    executable.write_text("#!/bin/sh\n" + script)
-    executable.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
-
-
 @needs_no_nvml
 def test_driver_reading_falls_back_to_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from smoke.driver import read_driver
 
-    _fake_nvidia_smi(tmp_path / "bin", f"cat '{SMI_FIXTURES / 'kmd-610-4gpu.txt'}'\n", monkeypatch)
+    replay_nvidia_smi(tmp_path / "bin", "kmd-610-4gpu.txt", monkeypatch)
     reading = read_driver()
     assert (reading.source, reading.cuda, reading.driver_version) == ("nvidia-smi", (13, 3), "610.43.02")
     assert any(note.startswith("NVML:") for note in reading.notes)
@@ -417,8 +395,8 @@ def test_driver_reading_falls_back_to_nvidia_smi(tmp_path: Path, monkeypatch: py
 def test_driver_reading_reports_a_failing_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from smoke.driver import read_driver
 
-    _fake_nvidia_smi(tmp_path / "bin", "echo \"NVIDIA-SMI has failed because it couldn't communicate\"\nexit 9\n",
-                     monkeypatch)
+    fake_nvidia_smi(tmp_path / "bin", "echo \"NVIDIA-SMI has failed because it couldn't communicate\"\nexit 9\n",
+                    monkeypatch)
     reading = read_driver()
     assert (reading.source, reading.cuda) == (None, None)
     assert any("nvidia-smi: exit 9" in note for note in reading.notes)

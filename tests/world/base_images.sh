@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Base images of the offline test world, made without any registry:
 #
-#   local/debian:bookworm   debootstrap minbase (+ what a repacked Debian python needs) plus the
-#                           host's CA certificates, so HTTPS through the machine's proxy works
+#   local/debian:bookworm         debootstrap minbase (+ what a repacked Debian python needs) plus
+#                                 the host's CA certificates, so HTTPS through the machine's proxy
+#                                 works: the runtime base of the world's images
+#   local/debian:bookworm-python  the same plus Debian's python3 (3.11): the env-builder base, in
+#                                 the role python:3.12-slim-bookworm plays for users
 #   local/busybox:static    FROM scratch + Debian's busybox-static (2 MB), for quick engine tests
 #
 #   base_images.sh [up]     make both, reusing images whose labels still match (about 0.2 s)
@@ -22,11 +25,14 @@ HOST_CA_BUNDLE=${ENVBUILD_HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 HOST_EXTRA_CA_DIR=${ENVBUILD_HOST_EXTRA_CA_DIR:-/usr/local/share/ca-certificates}
 
 DEBIAN_TAG=local/debian:bookworm
+PYTHON_TAG=local/debian:bookworm-python
 BUSYBOX_TAG=local/busybox:static
 SUITE=bookworm
 VARIANT=minbase
 # libexpat1/libssl3/libsqlite3-0: the Debian python repack links them and minbase lacks them.
 INCLUDE=ca-certificates,libexpat1,libssl3,libsqlite3-0
+# The env-builder stage runs envbuild's installer (standard library + py-rattler, abi3) on python3.
+PYTHON_INCLUDE=$INCLUDE,python3
 IMAGE_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 LABEL=org.envbuild.world
 
@@ -156,17 +162,17 @@ busybox_image() {
 
 # ---- local/debian:bookworm ------------------------------------------------------------------
 
-debian_recipe() { echo "debootstrap --variant=$VARIANT --include=$INCLUDE $SUITE"; }
+debian_recipe() { echo "debootstrap --variant=$VARIANT --include=$1 $SUITE"; }
 
 rootfs_cache() {
-    echo "$CACHE_DIR/debian-$SUITE-$VARIANT-$(debian_recipe | sha256sum | cut -c1-12).tar"
+    echo "$CACHE_DIR/debian-$SUITE-$VARIANT-$(debian_recipe "$1" | sha256sum | cut -c1-12).tar"
 }
 
 make_rootfs_cache() {
-    local cache=$1 mirror started=$SECONDS work
+    local cache=$1 include=$2 mirror started=$SECONDS work
     mirror=$(debian_mirror)
     work=$(mktemp -d "$STATE/tmp/rootfs.XXXXXX")
-    debootstrap --variant="$VARIANT" --include="$INCLUDE" "$SUITE" "$work/rootfs" "$mirror" \
+    debootstrap --variant="$VARIANT" --include="$include" "$SUITE" "$work/rootfs" "$mirror" \
         >"$STATE/debootstrap.log" 2>&1 \
         || die "debootstrap $SUITE from $mirror failed; see $STATE/debootstrap.log"
     # The host's resolver and name would leak into the image; the engine provides its own.
@@ -177,7 +183,7 @@ make_rootfs_cache() {
         "made=$(date -u +%FT%TZ)" >"$cache.info"
     mv "$cache.partial" "$cache"
     rm -rf "$work"
-    say "rootfs $SUITE made with debootstrap from $mirror in $((SECONDS - started)) s"
+    say "rootfs $SUITE ($include) made with debootstrap from $mirror in $((SECONDS - started)) s"
 }
 
 # The cached rootfs with its CA bundle and extra-CA folder replaced by the host's.
@@ -197,18 +203,19 @@ rootfs_with_host_cas() {
     tar --numeric-owner --owner=0 --group=0 -C "$stage" -rf "$out" ".$IMAGE_CA_BUNDLE" ./usr/local/share/ca-certificates
 }
 
+# debian_image TAG INCLUDE: a debootstrap image of $SUITE with INCLUDE and the host's CAs.
 debian_image() {
-    local recipe ca_sha cache
-    recipe=$(debian_recipe)
+    local tag=$1 include=$2 recipe ca_sha cache
+    recipe=$(debian_recipe "$include")
     ca_sha=$(sha256_of "$HOST_CA_BUNDLE")
-    if [[ $(image_label "$DEBIAN_TAG" recipe) == "$recipe" && $(image_label "$DEBIAN_TAG" ca-sha256) == "$ca_sha" ]]; then
-        say "image $DEBIAN_TAG ready (reused)"
+    if [[ $(image_label "$tag" recipe) == "$recipe" && $(image_label "$tag" ca-sha256) == "$ca_sha" ]]; then
+        say "image $tag ready (reused)"
         return 0
     fi
-    cache=$(rootfs_cache)
-    [[ -s $cache ]] || make_rootfs_cache "$cache"
+    cache=$(rootfs_cache "$include")
+    [[ -s $cache ]] || make_rootfs_cache "$cache" "$include"
     local started=$SECONDS work old mirror
-    old=$(image_id "$DEBIAN_TAG")
+    old=$(image_id "$tag")
     mirror=$(sed -n 's/^mirror=//p' "$cache.info" 2>/dev/null || true)
     work=$(mktemp -d "$STATE/tmp/import.XXXXXX")
     rootfs_with_host_cas "$cache" "$work/rootfs.tar" "$work/ca"
@@ -219,10 +226,10 @@ debian_image() {
         --change "LABEL $LABEL.source=\"$recipe ${mirror:-unknown mirror}, plus the host CA certificates\"" \
         --change "LABEL $LABEL.recipe=\"$recipe\"" \
         --change "LABEL $LABEL.ca-sha256=\"$ca_sha\"" \
-        "$work/rootfs.tar" "$DEBIAN_TAG" >/dev/null
+        "$work/rootfs.tar" "$tag" >/dev/null
     rm -rf "$work"
-    drop_replaced_image "$old" "$DEBIAN_TAG"
-    say "image $DEBIAN_TAG imported from the cached rootfs in $((SECONDS - started)) s"
+    drop_replaced_image "$old" "$tag"
+    say "image $tag imported from the cached rootfs in $((SECONDS - started)) s"
 }
 
 main() {
@@ -237,7 +244,8 @@ main() {
             # Work dirs of a run that died half way; safe to drop while we hold the lock.
             rm -rf "$STATE/tmp/"{busybox,rootfs,import}.* "$CACHE_DIR/"*.partial
             busybox_image
-            debian_image
+            debian_image "$DEBIAN_TAG" "$INCLUDE"
+            debian_image "$PYTHON_TAG" "$PYTHON_INCLUDE"
             ;;
         *)
             echo "usage: $0 [up|mirror]" >&2

@@ -20,7 +20,8 @@ run_demo() {
     step "render every target into $OUT/render"
     "$BIN/envbuild" render "$SPEC" --out "$OUT/render"
     step "lock the CPU target against the offline channel ($CHANNEL)"
-    "$BIN/envbuild" lock "$SPEC" --cuda cpu --platform linux-64 --channel "$CHANNEL" --locks "$OUT/locks"
+    "$BIN/envbuild" lock "$SPEC" --cuda cpu --channel "$CHANNEL" --locks "$OUT/locks" \
+        --base-image local/debian:bookworm
     step "build the CPU image"
     "$BIN/envbuild" image "$SPEC" --cuda cpu --channel "$CHANNEL" --locks "$OUT/locks" \
         --base-image local/debian:bookworm --builder-image "${ENVBUILD_BUILDER_IMAGE:-local/debian:bookworm-python}" \

@@ -42,6 +42,7 @@ write_env_file() {
         echo "DOCKER_HOST=${DOCKER_HOST:-unix:///var/run/docker.sock}"
         echo "ENVBUILD_TEST_REGISTRY=${ENVBUILD_REGISTRY_ADDR:-127.0.0.1:5000}"
         echo "ENVBUILD_TEST_DEBIAN_IMAGE=local/debian:bookworm"
+        echo "ENVBUILD_TEST_BUILDER_IMAGE=local/debian:bookworm-python"
         echo "ENVBUILD_TEST_BUSYBOX_IMAGE=local/busybox:static"
         echo "ENVBUILD_TEST_HOST_CA_BUNDLE=${ENVBUILD_HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
     } >"$STATE/env/world.env.partial"

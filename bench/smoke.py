@@ -1,0 +1,27 @@
+"""`make bench-smoke`: the CPU smoke suite inside a container of a freshly built image, timed once.
+
+Target (issue "Smoke suite"): <= 60 s here. A figure, not a timed test.
+"""
+
+from __future__ import annotations
+
+from bench._world import bench_env
+from builder.context import make_context
+from builder.image import BuildOptions, build_image
+from builder.smoke_runner import run_in_image
+
+
+def main() -> None:
+    with bench_env("cpu") as env:
+        image = build_image(make_context(env.target, env.lock_path, env.folder / "context"),
+                            BuildOptions(network="host"))
+        report = run_in_image(image.tags[0], expect_torch=env.target.torch, expect_cuda="cpu")
+        for check in report.checks:
+            print(f"  {check['name']:32} {check['status']:8} {float(check.get('seconds') or 0):5.1f} s")
+        s = report.summary
+        print(f"smoke: container_seconds={report.seconds:.1f} passed={s.get('passed', 0)} "
+              f"failed={s.get('failed', 0)} skipped={s.get('skipped', 0)}")
+
+
+if __name__ == "__main__":
+    main()

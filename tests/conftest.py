@@ -1,0 +1,84 @@
+"""Fixtures shared by the tests that build real images on the offline world's engine.
+
+Images are built once per session from a copy of envs/pytorch.yaml under a unique env name, so
+their tags never collide with a developer's own images or `make demo`'s, and every image of that
+name is removed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PORT = os.environ.get("ENVBUILD_WORLD_PORT", "8765")
+WORLD_CHANNEL = f"http://127.0.0.1:{PORT}/conda/conda-forge"
+RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
+BUILDER_BASE = os.environ.get("ENVBUILD_TEST_BUILDER_IMAGE", "local/debian:bookworm-python")
+
+
+def envbuild(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+             timeout: float = 900) -> subprocess.CompletedProcess:
+    """The envbuild command as a user runs it (plain output: CI=true)."""
+    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=cwd or ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "CI": "true", **(env or {})})
+
+
+@dataclass(frozen=True)
+class WorldEnv:
+    """A spec of its own (unique env name) and its lock folder, on the offline world."""
+
+    name: str
+    spec: Path
+    locks: Path
+
+    def world_args(self) -> list[str]:
+        return ["--channel", WORLD_CHANNEL, "--locks", str(self.locks)]
+
+    def image_args(self, *targets: str) -> list[str]:
+        cuda = [arg for target in targets for arg in ("--cuda", target)]
+        return ["image", str(self.spec), *cuda, *self.world_args(), "--base-image", RUNTIME_BASE,
+                "--builder-image", BUILDER_BASE, "--network", "host", "--json"]
+
+    def build(self, *targets: str, extra: tuple[str, ...] = ()) -> list[dict]:
+        done = envbuild(*self.image_args(*targets), *extra)
+        assert done.returncode == 0, done.stderr[-4000:]
+        return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="session")
+def docker_world() -> None:
+    if not os.environ.get("ENVBUILD_TEST_WORLD"):
+        pytest.skip("the offline world is not up: run through `make test`")
+
+
+@pytest.fixture(scope="session")
+def world_env(docker_world, tmp_path_factory) -> Iterator[WorldEnv]:
+    import docker
+
+    folder = tmp_path_factory.mktemp("world-env")
+    name = f"envbuild-test-{uuid.uuid4().hex[:8]}"
+    data = yaml.safe_load((ROOT / "envs" / "pytorch.yaml").read_text())
+    data["name"] = name
+    spec = folder / f"{name}.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    yield WorldEnv(name, spec, folder / "locks")
+    client = docker.from_env()
+    for image in client.images.list(filters={"label": f"io.envbuild.env={name}"}):
+        client.images.remove(image.id, force=True)
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def built(world_env: WorldEnv) -> dict[str, dict]:
+    """The CPU image (real python and CPU torch) and the CUDA 12.9 image (stand-in packages)."""
+    return {result["target"]: result for result in world_env.build("cpu", "12.9")}

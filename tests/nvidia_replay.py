@@ -1,0 +1,38 @@
+"""Recorded NVIDIA tool output for machines without a GPU: an `nvidia-smi` on PATH that replays a
+recorded table, and a guard for tests that need NVML to stay silent so the replay is what answers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SMI_FIXTURES = Path(__file__).parent / "fixtures" / "nvidia-smi"
+
+
+def nvml_answers() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return True
+    except Exception:
+        return False
+
+
+needs_no_nvml = pytest.mark.skipif(nvml_answers(), reason="a real NVML answers first on this machine")
+
+
+def fake_nvidia_smi(folder: Path, script: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put an `nvidia-smi` running `script` first on PATH (child processes inherit it)."""
+    folder.mkdir(exist_ok=True)
+    executable = folder / "nvidia-smi"
+    executable.write_text("#!/bin/sh\n" + script)
+    executable.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def replay_nvidia_smi(folder: Path, fixture: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_nvidia_smi(folder, f"cat '{SMI_FIXTURES / fixture}'\n", monkeypatch)
