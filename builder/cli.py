@@ -181,6 +181,8 @@ def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, t
         for result in results:
             if result.status == "failed":
                 click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
+            elif result.message:
+                click.echo(f"{result.target}: {result.message}", err=True)
     bad = {"failed"} | ({"stale", "missing"} if check else set())
     if any(r.status in bad for r in results):
         raise SystemExit(1)

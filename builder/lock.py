@@ -491,7 +491,11 @@ def lock_targets(
             solver_path = None
             for target, inputs in zip(targets, all_inputs):
                 folder = default_lock_dir(target, lock_root)
-                info = None if force or update else fresh_info(inputs, folder)
+                try:
+                    info = None if force or update else fresh_info(inputs, folder)
+                except EnvbuildError as exc:  # a corrupted lockfile fails its target, not the others
+                    results[target.key] = LockResult(target.key, "failed", folder / LOCK_FILE, message=exc.message)
+                    continue
                 if info is not None:
                     results[target.key] = LockResult(target.key, "unchanged", folder / LOCK_FILE,
                                                      input_hash=inputs.input_hash,
@@ -519,6 +523,10 @@ def check_targets(targets: Sequence[Target], *, lock_root: Path | None = None,
     for target in targets:
         inputs = lock_inputs(target, replaced_pip_index)
         folder = default_lock_dir(target, lock_root)
-        results.append(LockResult(target.key, lock_status(inputs, folder), folder / LOCK_FILE,
-                                  input_hash=inputs.input_hash))
+        try:
+            status, message = lock_status(inputs, folder), ""
+        except EnvbuildError as exc:  # a corrupted lockfile: stale, with the reason
+            status, message = "stale", exc.message
+        results.append(LockResult(target.key, status, folder / LOCK_FILE, input_hash=inputs.input_hash,
+                                  message=message))
     return results

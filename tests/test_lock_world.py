@@ -86,6 +86,9 @@ def test_corrupted_lockfile_is_one_clear_line(world, tmp_path: Path) -> None:
     assert broken.returncode == 1
     assert "the lockfile is corrupted" in broken.stderr
     assert "Traceback" not in broken.stderr
+    check = envbuild(*lock_args(locks, "--cuda", "cpu", "--check"), cwd=tmp_path)
+    assert check.returncode == 1 and "the lockfile is corrupted" in check.stderr
+    assert envbuild(*lock_args(locks, "--cuda", "cpu", "--force"), cwd=tmp_path).returncode == 0
 
 
 def test_a_hand_edited_lockfile_is_stale_and_relocked(world, tmp_path: Path) -> None:
