@@ -150,7 +150,7 @@ def sources_options(function):
 @click.option("--solver", metavar="PATH", help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's).")
 @click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the locks (default: <spec folder>/<env>/locks).")
-@click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: CPU count).")
+@click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: twice the CPU count).")
 @click.option("--timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="Seconds per target.")
 @click.option("--base-image", metavar="IMAGE[@DIGEST]",
               help="Runtime base image in place of the spec's (its glibc becomes __glibc).")
@@ -181,6 +181,8 @@ def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, t
         for result in results:
             if result.status == "failed":
                 click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
+            elif result.message:
+                click.echo(f"{result.target}: {result.message}", err=True)
     bad = {"failed"} | ({"stale", "missing"} if check else set())
     if any(r.status in bad for r in results):
         raise SystemExit(1)

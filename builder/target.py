@@ -85,6 +85,11 @@ class Target:
         return f"{self.spec.name}:{self.torch}-{self.flavour}"
 
     @property
+    def conda_forge_build_prefix(self) -> str:
+        """How conda-forge's pytorch build strings start for this CUDA (`cuda129`), or `cpu`."""
+        return f"cuda{self.cuda.replace('.', '')}" if self.cuda else "cpu"
+
+    @property
     def pip_tag(self) -> str:
         return self.toolkit.pip_tag if self.toolkit else "cpu"
 
