@@ -152,7 +152,11 @@ class EnvSpec(StrictModel):
 
     @property
     def effective_channels(self) -> tuple[str, ...]:
-        return self.channels if self.channels is not None else DEFAULT_CHANNELS[self.route]
+        return self.channels_for(self.route)
+
+    def channels_for(self, route: Route) -> tuple[str, ...]:
+        """The spec's channels, else the default channels of a route (a target may change route)."""
+        return self.channels if self.channels is not None else DEFAULT_CHANNELS[route]
 
     def target(self, key: str) -> TargetSpec:
         for target in self.targets:

@@ -220,7 +220,7 @@ def resolve_target(
         torchvision=torchvision,
         python=spec.python,
         route=route,
-        channels=sources.apply(spec.effective_channels),
+        channels=sources.apply(spec.channels_for(route)),
         pip_index=pip_index,
         platforms=tuple(platforms),
         release=release,
