@@ -150,7 +150,7 @@ def sources_options(function):
 @click.option("--solver", metavar="PATH", help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's).")
 @click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the locks (default: <spec folder>/<env>/locks).")
-@click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: CPU count).")
+@click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: twice the CPU count).")
 @click.option("--timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="Seconds per target.")
 @click.option("--base-image", metavar="IMAGE[@DIGEST]",
               help="Runtime base image in place of the spec's (its glibc becomes __glibc).")
@@ -181,51 +181,72 @@ def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, t
         for result in results:
             if result.status == "failed":
                 click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
+            elif result.message:
+                click.echo(f"{result.target}: {result.message}", err=True)
     bad = {"failed"} | ({"stale", "missing"} if check else set())
     if any(r.status in bad for r in results):
         raise SystemExit(1)
 
 
-@cli.command()
-@SPEC
-@CUDA
-@click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
-@click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
-@click.option("--builder-image", metavar="IMAGE[@DIGEST]", help="Env-builder image (needs Python >= 3.10).")
-@click.option("--ca-cert", "ca_certs", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Extra CA certificate to trust in both stages (repeatable).")
-@click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE", help="Docker build argument (repeatable).")
-@click.option("--no-cache", is_flag=True, help="Build every layer again.")
-@click.option("--platform", "image_platform", default="linux/amd64", show_default=True)
-@click.option("--network", type=click.Choice(["host", "bridge", "none"]), help="Network of the build containers.")
-@click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
-@click.option("--frozen", is_flag=True, help="Fail instead of locking when a lock is stale.")
-@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--solver", metavar="PATH")
-@sources_options
-@JSON
-def image(spec, cuda, all_targets, base_image, builder_image, ca_certs, build_args, no_cache,
-          image_platform, network, push, frozen, lock_root, solver, channel, mirror, pip_index, as_json) -> None:
-    """Build one PyTorch-CUDA image per target through the Docker SDK."""
+BUILD = [
+    click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's."),
+    click.option("--builder-image", metavar="IMAGE[@DIGEST]", help="Env-builder image (needs Python >= 3.10)."),
+    click.option("--ca-cert", "ca_certs", multiple=True,
+                 type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                 help="Extra CA certificate to trust in both stages (repeatable)."),
+    click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE",
+                 help="Docker build argument (repeatable)."),
+    click.option("--no-cache", is_flag=True, help="Build every layer again."),
+    click.option("--platform", "image_platform", default="linux/amd64", show_default=True),
+    click.option("--network", type=click.Choice(["host", "bridge", "none"]), help="Network of the build containers."),
+    click.option("--frozen", is_flag=True, help="Fail instead of locking when a lock is stale."),
+    click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path)),
+    click.option("--solver", metavar="PATH"),
+]
+
+
+def build_options(function):
+    for option in reversed(BUILD + SOURCES):
+        function = option(function)
+    return function
+
+
+def _build_plan(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache, image_platform,
+                network, channel, mirror, pip_index):
+    """The targets to build and how: what `image` and `matrix` share."""
     from builder.errors import UsageError
     from builder.image import BuildOptions
-    from builder.pipeline import build_target_image
-    from builder.progress import build_progress
-    from builder.target import with_images
+    from builder.target import with_ca_certificates, with_images
 
-    if not cuda and not all_targets:
-        raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
-    env_spec = with_images(load_spec(spec), base_image, builder_image)
-    if ca_certs:
-        env_spec = with_ca_certificates(env_spec, ca_certs)
+    env_spec = with_ca_certificates(with_images(load_spec(spec), base_image, builder_image), ca_certs)
     args = {}
     for item in build_args:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--build-arg {item!r}: write KEY=VALUE")
         args[key] = value
-    resolved = resolve_targets(env_spec, () if all_targets else cuda, _sources(channel, mirror, pip_index))
-    options = BuildOptions(build_args=args, no_cache=no_cache, platform=image_platform, network=network)
+    resolved = resolve_targets(env_spec, cuda, _sources(channel, mirror, pip_index))
+    return resolved, BuildOptions(build_args=args, no_cache=no_cache, platform=image_platform, network=network)
+
+
+@cli.command()
+@SPEC
+@CUDA
+@click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
+@click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
+@build_options
+@JSON
+def image(spec, cuda, all_targets, push, base_image, builder_image, ca_certs, build_args, no_cache,
+          image_platform, network, frozen, lock_root, solver, channel, mirror, pip_index, as_json) -> None:
+    """Build one PyTorch-CUDA image per target through the Docker SDK."""
+    from builder.errors import UsageError
+    from builder.pipeline import build_target_image
+    from builder.progress import build_progress
+
+    if not cuda and not all_targets:
+        raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
+    resolved, options = _build_plan(spec, () if all_targets else cuda, base_image, builder_image, ca_certs,
+                                    build_args, no_cache, image_platform, network, channel, mirror, pip_index)
     results = []
     for target in resolved:
         with build_progress(target.tag) as echo:
@@ -241,17 +262,6 @@ def image(spec, cuda, all_targets, base_image, builder_image, ca_certs, build_ar
         [[r.target, " ".join(r.tags), reports.human_size(r.size),
           reports.human_size(r.env_layer_size), f"{r.seconds:.0f}", " ".join(r.pushed)] for r in results],
     )
-
-
-def with_ca_certificates(env_spec, ca_certs):
-    """CA files from the command line join the spec's (paths made absolute: they are not in the spec's folder)."""
-    from builder.spec import parse_spec
-
-    data = env_spec.model_dump(mode="json")
-    data["ca_certificates"] = list(data.get("ca_certificates") or []) + [str(p.resolve()) for p in ca_certs]
-    replaced = parse_spec(data, str(env_spec.source or env_spec.name))
-    replaced._source = env_spec.source
-    return replaced
 
 
 @cli.command()
@@ -272,19 +282,31 @@ def images(spec, as_json) -> None:
     )
 
 
+SMOKE = [
+    click.option("--gpus", metavar="all|N|auto:N", help="GPUs for the container (auto:N: the N with most free memory)."),
+    click.option("--require-gpus", type=click.IntRange(0), default=0, help="Fail unless N GPUs are visible."),
+    click.option("--shm-size", default="1g", show_default=True, help="Shared memory (DataLoader workers need it)."),
+    click.option("--ulimit", "ulimits", multiple=True, metavar="NAME=SOFT[:HARD]",
+                 help="Container ulimit (repeatable); memlock=-1 is refused on some hosts."),
+    click.option("--timeout", type=click.FloatRange(1), default=900.0, show_default=True,
+                 help="Seconds the suite may run in one container."),
+    click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here."),
+]
+
+
+def smoke_options(function):
+    for option in reversed(SMOKE):
+        function = option(function)
+    return function
+
+
 @cli.command()
 @click.argument("image_name", metavar="IMAGE", required=False)
 @click.option("--local", is_flag=True, help="Run the suite in this Python instead of a container.")
-@click.option("--gpus", metavar="all|N|auto:N", help="GPUs for the container (auto:N: the N with most free memory).")
-@click.option("--require-gpus", type=click.IntRange(0), default=0, help="Fail unless N GPUs are visible.")
 @click.option("--expect-torch", metavar="VER", help="Default: the image's io.envbuild.torch label.")
 @click.option("--expect-cuda", metavar="X.Y|cpu", help="Default: the image's io.envbuild.cuda label.")
 @click.option("--only", metavar="NAME,...", help="Run only these checks.")
-@click.option("--shm-size", default="1g", show_default=True, help="Shared memory (DataLoader workers need it).")
-@click.option("--ulimit", "ulimits", multiple=True, metavar="NAME=SOFT[:HARD]",
-              help="Container ulimit (repeatable); memlock=-1 is refused on some hosts.")
-@click.option("--timeout", type=click.FloatRange(1), default=900.0, show_default=True)
-@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here.")
+@smoke_options
 @JSON
 def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only, shm_size, ulimits,
           timeout, junit, as_json) -> None:
@@ -341,6 +363,117 @@ def doctor(spec: Path | None, as_json: bool) -> None:
             reports.print_table(f"{resolved[0].name}: targets on this host",
                                 ["target", "torch", "CUDA", "route", "verdict", "why", "fix"], report.target_rows())
     if report.cannot_run:
+        raise SystemExit(1)
+
+
+@cli.command("init")
+@click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An environment.yml (hand-written or `conda env export`) to turn into a spec.")
+@click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
+@click.option("--force", is_flag=True, help="Replace an existing spec file.")
+@JSON
+def init(source, name, out, force, as_json) -> None:
+    """Write a spec: from an existing environment.yml (--from), or a commented starter."""
+    from builder.importer import init_spec
+
+    result = init_spec(source, name, out, force)
+    if as_json:
+        reports.print_json(result.as_dict())
+    else:
+        spec = result.spec
+        click.echo(f"wrote {result.path}: torch {spec.torch}, route {spec.route.value}, "
+                   f"targets {', '.join(t.key for t in result.targets)}")
+        if result.notes:
+            reports.print_table(f"{result.source}: what envbuild derived, assumed or left out",
+                                ["line", "outcome", "why"],
+                                [[n.entry, n.outcome, n.reason] for n in result.notes])
+        unmapped = result.unmapped
+        click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
+        for finding in result.findings:
+            click.echo(f"{result.path}: {finding.level}: {finding.field}: {finding.message}")
+        click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
+    if any(f.level == "error" for f in result.findings):
+        raise SystemExit(1)
+
+
+@cli.command("ci")
+@click.argument("provider", type=click.Choice(["github", "gitlab"]))
+@SPEC
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Pipeline file (default .github/workflows/envbuild-<name>.yml or .gitlab-ci.yml).")
+@click.option("--gpu-runner-labels", metavar="A,B,...",
+              help="Labels (GitHub) or tags (GitLab) of the GPU runners; default self-hosted,linux,gpu / gpu.")
+@click.option("--cpu-runner-labels", metavar="A,B,...",
+              help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
+@click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
+@click.option("--envbuild-requirement", metavar="REQ", help="What the jobs pip-install (default envbuild==<this version>).")
+@click.option("--force", is_flag=True, help="Replace an existing pipeline file.")
+@JSON
+def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, envbuild_requirement,
+       force, as_json) -> None:
+    """Write a GitHub or GitLab pipeline: lock check, a build per target, GPU and CPU smoke jobs."""
+    from builder.ci import CiOptions, parse_labels, write_pipeline
+
+    env_spec = load_spec(spec)
+    options = CiOptions(
+        gpu_runner_labels=parse_labels(gpu_runner_labels, "--gpu-runner-labels"),
+        cpu_runner_labels=parse_labels(cpu_runner_labels, "--cpu-runner-labels"),
+        require_gpus=require_gpus,
+        **({"envbuild_requirement": envbuild_requirement} if envbuild_requirement else {}),
+    )
+    pipeline = write_pipeline(provider, env_spec, spec, resolve_targets(env_spec), out, options, force)
+    if as_json:
+        reports.print_json(pipeline.as_dict())
+        return
+    click.echo(f"wrote {pipeline.path}: {provider} pipeline for {env_spec.name}")
+    reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
+        [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
+        for job in pipeline.jobs
+    ])
+
+
+@cli.command()
+@SPEC
+@CUDA
+@build_options
+@smoke_options
+@JSON
+def matrix(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache, image_platform, network,
+           frozen, lock_root, solver, channel, mirror, pip_index, gpus, require_gpus, shm_size, ulimits,
+           timeout, junit, as_json) -> None:
+    """Lock-check, build and smoke-test every target of SPEC on this host (what a GPU runner runs);
+    exit 1 if anything failed."""
+    from builder.matrix import run_matrix
+    from builder.progress import build_progress
+
+    resolved, options = _build_plan(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache,
+                                    image_platform, network, channel, mirror, pip_index)
+    rows = run_matrix(resolved, lock_root=lock_root, options=options, frozen=frozen, solver=solver,
+                      replaced_pip_index=bool(pip_index), gpus=gpus, require_gpus=require_gpus,
+                      shm_size=shm_size, ulimits=ulimits, timeout=timeout, progress=build_progress)
+    if junit:
+        reports.write_junit(junit, f"envbuild.matrix.{resolved[0].name}",
+                            [case for row in rows for case in row.junit_cases()])
+    if as_json:
+        reports.print_json([row.as_dict() for row in rows])
+    else:
+        reports.print_table(
+            f"{resolved[0].name}: matrix on this host",
+            ["target", "torch", "CUDA", "lock", "image", "size", "passed", "failed", "skipped", "seconds", "result"],
+            [[r.target, r.torch, r.cuda, r.lock, r.image, reports.human_size(r.image_size),
+              r.summary.get("passed", ""), r.summary.get("failed", ""), r.summary.get("skipped", ""),
+              f"{r.seconds:.0f}", r.result] for r in rows],
+        )
+        for row in rows:
+            for note in row.notes:
+                click.echo(f"{row.target}: note: {note}", err=True)
+            if row.error:
+                click.echo(f"{row.target}: {row.stage} failed: {row.error}", err=True)
+            for check in row.checks:
+                if check["status"] == "failed":
+                    click.echo(f"{row.target}: {check['name']} failed: {check.get('reason', '')}", err=True)
+    if not all(row.ok for row in rows):
         raise SystemExit(1)
 
 

@@ -254,7 +254,8 @@ def list_images(env_name: str, client=None) -> list[dict]:
     """Images envbuild built for this env: tags, sizes, and the lock each came from."""
     client = client or docker_client()
     rows = []
-    for image in client.api.images(filters={"label": f"io.envbuild.env={env_name}"}):
+    # Untagged ones are superseded builds still held by a container or a child image: not "what exists".
+    for image in client.api.images(filters={"label": f"io.envbuild.env={env_name}", "dangling": False}):
         labels = image.get("Labels") or {}
         rows.append({
             "id": image["Id"], "tags": sorted(image.get("RepoTags") or []),

@@ -68,14 +68,14 @@ def read_lock(path: Path) -> CondaLock:
     except OSError as exc:
         raise EnvbuildError(f"{path}: cannot read the lockfile ({exc.strerror}); run `envbuild lock`") from None
     except yaml.YAMLError:
-        raise EnvbuildError(f"{path}: not valid YAML, the lockfile is corrupted; run `envbuild lock` again") from None
+        raise EnvbuildError(f"{path}: not valid YAML, the lockfile is corrupted; run `envbuild lock --force`") from None
     try:
         lock = CondaLock.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise EnvbuildError(
-            f"{path}: not a conda-lock v1 lockfile ({where}: {first['msg']}); run `envbuild lock` again"
+            f"{path}: not a conda-lock v1 lockfile ({where}: {first['msg']}); run `envbuild lock --force`"
         ) from None
     if lock.version != 1:
         raise EnvbuildError(f"{path}: conda-lock format version {lock.version}, envbuild reads version 1")

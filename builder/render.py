@@ -133,7 +133,9 @@ def _torch_conda_lines(target: Target) -> list[CondaLine]:
 
     if target.route is Route.CONDA_FORGE:
         def conda_forge(cuda: bool) -> list[str]:
-            specs = [f"pytorch={target.torch}={'cuda' if cuda else 'cpu'}*"]
+            # The build string names its CUDA (cuda129_*): `cuda-version` alone also admits older
+            # builds (a cuda126 build needs cuda-version >=12.6,<13), which may win the solve.
+            specs = [f"pytorch={target.torch}={target.conda_forge_build_prefix if cuda else 'cpu'}*"]
             if cuda:
                 specs.append(f"cuda-version={target.cuda}")
             if target.torchvision:

@@ -23,7 +23,6 @@ py-rattler crashes at interpreter exit in some short runs, after the work is don
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import json
 import os
@@ -32,17 +31,21 @@ import subprocess
 import sys
 import tempfile
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
-
-import rattler
-from rattler.exceptions import InvalidMatchSpecError, SolverError
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from builder import __version__
-from builder import install as installer
+
+# Bound at run time by _load_solver_libraries(), only for the calls that solve or install.
+if TYPE_CHECKING:
+    import asyncio  # noqa: TC004
+
+    import rattler  # noqa: TC004
+    from rattler.exceptions import InvalidMatchSpecError, SolverError  # noqa: TC004
+
+    from builder import install as installer  # noqa: TC004
 
 # conda-lock reads the last word of the first line and compares it with micromamba releases; 2.0.7
 # is the first whose `list` knows `--no-pip`, which conda-lock tries first.
@@ -54,6 +57,9 @@ OVERRIDE_PREFIX = "CONDA_OVERRIDE_"
 # A conflict explanation conda-lock prints to the user: one screen, not a dump.
 MAX_EXPLANATION_LINES = 25
 MAX_EXPLANATION_CHARS = 2400
+# conda-lock's virtual-package channel holds a few dozen records; a repodata file larger than this
+# belongs to a real channel.
+FAKE_CHANNEL_MAX_BYTES = 1 << 20
 EXIT_UNSOLVABLE = 1
 EXIT_USAGE = 2
 
@@ -104,18 +110,23 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
     finally:
         _cleanup_cache()
-    installer.exit_hard(code)
+    # Leave without interpreter teardown (builder.install.exit_hard, not imported for --version).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def dispatch(args: list[str]) -> int:
     """Run one micromamba-style call and return its exit code; output goes to stdout."""
     if args in (["--version"], ["-V"]):
         print(MICROMAMBA_COMPAT_VERSION)
-        print(f"envbuild-micromamba {__version__} (py-rattler {rattler.__version__}): conda-lock's solver calls only")
+        print(f"envbuild-micromamba {__version__}: conda-lock's solver calls only")
         return 0
     if not args:
         raise ShimUsageError("no command given; this shim answers conda-lock's calls only (see --help of envbuild)")
     command, rest = args[0], args[1:]
+    if command != "config":
+        _load_solver_libraries()
     handlers = {
         "config": _config,
         "info": _info,
@@ -128,6 +139,18 @@ def dispatch(args: list[str]) -> int:
     if handler is None:
         raise ShimUsageError(f"unsupported command {command!r}: only {', '.join(handlers)} as conda-lock calls them")
     return handler(rest)
+
+
+def _load_solver_libraries() -> None:
+    """rattler, asyncio and the installer, for the calls that solve or install: conda-lock asks
+    `--version` twice per lock, and those answers should not pay a tenth of a second of imports."""
+    global asyncio, rattler, InvalidMatchSpecError, SolverError, installer
+    import asyncio
+
+    import rattler
+    from rattler.exceptions import InvalidMatchSpecError, SolverError
+
+    from builder import install as installer
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
@@ -291,9 +314,24 @@ async def _solve_update(
     channels = _channel_set(request)
     gateway = _gateway()
     locked = await _locked_records(gateway, channels, request.subdir, keep)
-    specs = [*request.specs, *(m["name"] for m in keep)]
-    records = await _run_solver(gateway, channels, request.subdir, specs, locked)
+    # The locked records are only a preference to rattler: this solve finds the versions the named
+    # packages can move to, but may move others needlessly (the newest numpy build being py313 drags
+    # python from 3.11). So solve again with those versions and every other package pinned exactly,
+    # and keep the first answer only when the pins conflict (the update really needs others to move).
+    preferred = await _run_solver(
+        gateway, channels, request.subdir, [*request.specs, *(m["name"] for m in keep)], locked
+    )
+    moved = [f"{r.name.normalized} =={r.version}" for r in preferred if r.name.normalized in named]
+    pinned = [*request.specs, *moved, *(_exact_spec(r) for r in locked)]
+    try:
+        records = await _run_solver(gateway, channels, request.subdir, pinned, locked)
+    except SolverError:
+        records = preferred
     return records, {_meta_identity(m) for m in keep}
+
+
+def _exact_spec(record: rattler.RepoDataRecord) -> str:
+    return f"{record.name.normalized} =={record.version} {record.build}"
 
 
 async def _locked_records(
@@ -494,16 +532,20 @@ def _channel_set(request: SolveRequest) -> ChannelSet:
 
 
 def _local_channel_records(channel: str, subdir: str) -> list[dict[str, Any]]:
-    """The records of a file:// channel's subdir and noarch (empty for remote or unknown ones)."""
+    """The records of a small file:// channel's subdir and noarch (empty for remote, unknown or
+    large ones: reading a real local channel here would cost a JSON parse of megabytes per solve)."""
     parts = urllib.parse.urlsplit(channel)
     if parts.scheme != "file":
         return []
-    root = Path(urllib.request.url2pathname(parts.path))
+    from urllib.request import url2pathname
+
+    root = Path(url2pathname(parts.path))
+    paths = [root / folder / "repodata.json" for folder in (subdir, "noarch")]
+    paths = [path for path in paths if path.is_file()]
+    if any(path.stat().st_size > FAKE_CHANNEL_MAX_BYTES for path in paths):
+        return []
     records: list[dict[str, Any]] = []
-    for folder in (subdir, "noarch"):
-        path = root / folder / "repodata.json"
-        if not path.is_file():
-            continue
+    for path in paths:
         try:
             repodata = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):

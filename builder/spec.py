@@ -152,7 +152,11 @@ class EnvSpec(StrictModel):
 
     @property
     def effective_channels(self) -> tuple[str, ...]:
-        return self.channels if self.channels is not None else DEFAULT_CHANNELS[self.route]
+        return self.channels_for(self.route)
+
+    def channels_for(self, route: Route) -> tuple[str, ...]:
+        """The spec's channels, else the default channels of a route (a target may change route)."""
+        return self.channels if self.channels is not None else DEFAULT_CHANNELS[route]
 
     def target(self, key: str) -> TargetSpec:
         for target in self.targets:
@@ -191,18 +195,25 @@ def parse_spec(data: Any, source: str = "<spec>") -> EnvSpec:
         raise UsageError("; ".join(lines)) from None
 
 
-def load_spec(path: Path) -> EnvSpec:
-    """Read and validate an `envs/*.yaml` file."""
+def read_yaml_file(path: Path, what: str) -> Any:
+    """A user's YAML file (a spec, an environment.yml), or one clear line saying why it cannot be read."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read the spec ({exc.strerror})") from None
+        raise UsageError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: the {what} is not UTF-8 text") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise UsageError(f"{path}: not valid YAML{where}") from None
+
+
+def load_spec(path: Path) -> EnvSpec:
+    """Read and validate an `envs/*.yaml` file."""
+    data = read_yaml_file(path, "spec")
     spec = parse_spec(data, str(path))
     spec._source = path
     return spec

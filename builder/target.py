@@ -6,9 +6,11 @@ re-reads the spec file.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 import yaml
 
@@ -81,6 +83,11 @@ class Target:
     def tag(self) -> str:
         """The human tag `<env>:<torch>-cuda<X>` (or `-cpu`)."""
         return f"{self.spec.name}:{self.torch}-{self.flavour}"
+
+    @property
+    def conda_forge_build_prefix(self) -> str:
+        """How conda-forge's pytorch build strings start for this CUDA (`cuda129`), or `cpu`."""
+        return f"cuda{self.cuda.replace('.', '')}" if self.cuda else "cpu"
 
     @property
     def pip_tag(self) -> str:
@@ -213,7 +220,7 @@ def resolve_target(
         torchvision=torchvision,
         python=spec.python,
         route=route,
-        channels=sources.apply(spec.effective_channels),
+        channels=sources.apply(spec.channels_for(route)),
         pip_index=pip_index,
         platforms=tuple(platforms),
         release=release,
@@ -238,6 +245,19 @@ def with_images(spec: EnvSpec, runtime: str | None = None, builder: str | None =
             name, _, digest = image.partition("@")
             data["images"][role] = {"image": name, "digest": digest or None}
     replaced = parse_spec(data, f"{spec.source or spec.name} (with --base-image/--builder-image)")
+    replaced._source = spec.source
+    return replaced
+
+
+def with_ca_certificates(spec: EnvSpec, ca_certs: Sequence[Path]) -> EnvSpec:
+    """CA files from the command line join the spec's (made absolute: they are not in the spec's folder)."""
+    if not ca_certs:
+        return spec
+    from builder.spec import parse_spec
+
+    data = spec.model_dump(mode="json")
+    data["ca_certificates"] = list(data.get("ca_certificates") or []) + [str(p.resolve()) for p in ca_certs]
+    replaced = parse_spec(data, f"{spec.source or spec.name} (with --ca-cert)")
     replaced._source = spec.source
     return replaced
 

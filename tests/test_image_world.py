@@ -72,7 +72,7 @@ def test_cuda_image_carries_the_cuda_build_and_driver_requirement(built, world_e
     assert tag in built["cuda12.9"]["tags"]
     assert env_of(client, tag)["NVIDIA_REQUIRE_CUDA"] == "cuda>=12.0"  # minor-version compatibility
     meta = run_in(client, tag, "sh", "-c", "ls /opt/env/conda-meta")
-    assert any(line.startswith("pytorch-2.13.0-cuda12") for line in meta.splitlines()), meta
+    assert any(line.startswith("pytorch-2.13.0-cuda129_") for line in meta.splitlines()), meta
     assert any(line.startswith("cuda-version-12.9") for line in meta.splitlines()), meta
     # Only /opt/env comes from the builder stage: no installer, plan or package cache.
     assert run_in(client, tag, "sh", "-c", "ls /opt; ls /tmp | wc -l") == "env\nenvbuild\n0"

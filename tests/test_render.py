@@ -43,7 +43,7 @@ def test_environment_yml_pins_cuda_per_route() -> None:
     targets = {t.key: t for t in default_targets()}
     env = yaml.safe_load(render_target(targets["cuda12.9"]).environment_yml)
     assert "cuda-version=12.9" in env["dependencies"]
-    assert "pytorch=2.13.0=cuda*" in env["dependencies"]
+    assert "pytorch=2.13.0=cuda129*" in env["dependencies"]
     wheels = yaml.safe_load(render_target(targets["cuda11.8"]).environment_yml)
     assert {"pip": ["torch==2.7.1+cu118", "torchvision==0.22.1+cu118"]} in wheels["dependencies"]
     cpu = yaml.safe_load(render_target(targets["cpu"]).environment_yml)

@@ -270,6 +270,30 @@ def test_update_moves_only_the_named_package(tmp_path: Path) -> None:
 
 
 @pytest.mark.world
+def test_update_moves_a_locked_package_only_when_the_named_one_needs_it(tmp_path: Path) -> None:
+    root = _make_channel(tmp_path / "channel", _world())
+    with serve_directory(root) as url:
+        first, lockfile = _lock(tmp_path, url, "-p", "linux-64", "--without-cuda")
+        assert first.returncode == 0, first.stderr[-3000:]
+        before = _locked(lockfile)
+        py311 = "python >=3.11,<3.12.0a0"
+        for package in (
+            _package("filelock", "3.13.0", "pyhd8ed1ab_0", "noarch", ("python >=3.8",), noarch="generic"),
+            _package("numpy", "1.27.0", "py311_0", "linux-64", (py311, "filelock >=3.13")),
+        ):
+            write_package(root, package)
+        _index(root)
+        done, _ = _lock(tmp_path, url, "-p", "linux-64", "--without-cuda", "--lockfile", "conda-lock.yml",
+                        "--update", "numpy")
+        assert done.returncode == 0, done.stderr[-3000:]
+        after = _locked(lockfile)
+    assert after["linux-64", "numpy"]["version"] == "1.27.0"
+    assert after["linux-64", "filelock"]["version"] == "3.13.0"  # pinned at 3.12.0 it cannot solve
+    for name in ("python", "pytorch"):
+        assert after["linux-64", name] == before["linux-64", name], f"{name} moved"
+
+
+@pytest.mark.world
 def test_an_unsatisfiable_env_fails_with_the_short_explanation(tmp_path: Path, served) -> None:
     _, url = served
     done, lockfile = _lock(tmp_path, url, "-p", "linux-64", "--without-cuda", build=" *cuda*")

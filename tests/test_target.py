@@ -105,3 +105,22 @@ def test_image_override_is_validated() -> None:
         with_images(spec(), runtime="bad image\nRUN x")
     replaced = with_images(spec(), runtime="local/debian:bookworm")
     assert resolve_targets(replaced)[0].glibc == "2.36"
+
+
+def test_a_target_that_changes_route_gets_that_routes_channels() -> None:
+    legacy = spec(torch="2.5.1", targets=[{"cuda": "12.4", "route": "pytorch-channel"}, {"cuda": "cpu"}])
+    by_key = {t.key: t for t in resolve_targets(legacy)}
+    assert by_key["cuda12.4"].channels[:2] == ("pytorch", "nvidia")
+    assert by_key["cpu"].channels == ("conda-forge",)
+
+
+def test_image_only_spec_fields_do_not_change_the_lock_inputs() -> None:
+    from builder.lock import lock_inputs
+
+    base = spec(images={"runtime": {"image": "ubuntu:24.04"}})
+    same_glibc = spec(images={"runtime": {"image": "ubuntu:24.04"}, "builder": {"image": "python:3.13-slim"}},
+                      user={"name": "trainer", "uid": 1234}, labels={"team": "vision"})
+    other_glibc = with_images(base, "debian:bookworm")
+    hashes = [lock_inputs(resolve_targets(s)[0]).input_hash for s in (base, same_glibc, other_glibc)]
+    assert hashes[0] == hashes[1]
+    assert hashes[0] != hashes[2]  # the runtime base's glibc is a virtual package of the lock

@@ -25,7 +25,8 @@ SYSTEM_PID_FILE=/var/run/docker.pid
 SYSTEM_SOCKET=/var/run/docker.sock
 
 # Every package the world uses, so a fresh machine pays for one `apt-get update` only.
-WORLD_PACKAGES=(docker.io debootstrap docker-registry busybox-static)
+# shellcheck: the generated CI pipelines' shell steps are checked with it (tests/test_ci.py).
+WORLD_PACKAGES=(docker.io debootstrap docker-registry busybox-static shellcheck)
 
 say() { printf 'world: %s\n' "$*"; }
 die() { printf 'world: error: %s\n' "$*" >&2; exit 1; }

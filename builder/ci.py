@@ -1,0 +1,153 @@
+"""`envbuild ci github|gitlab`: a pipeline that lock-checks, builds and smoke-tests every target.
+
+Jobs: a lock check (`envbuild lock --check`), a build per target, a GPU smoke test per CUDA target on
+self-hosted GPU runners and a CPU smoke test per target on hosted runners; JSON and JUnit reports
+are kept as artifacts. The templates are `builder/data/templates/ci/*.j2`. Spec-derived values
+reach the pipeline only as YAML scalars (variables), never spliced into shell text: the scripts
+read them from the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+import yaml
+
+from builder import __version__
+from builder.errors import UsageError
+from builder.generated_files import render_template, write_new_file
+from builder.spec import EnvSpec
+from builder.target import Target
+
+Provider = Literal["github", "gitlab"]
+PROVIDERS: tuple[Provider, ...] = ("github", "gitlab")
+LABEL_PATTERN = r"[A-Za-z0-9_.:/\-]{1,100}"
+
+
+@dataclass(frozen=True)
+class CiOptions:
+    """What a team changes about the generated pipeline; None means the provider's default."""
+
+    gpu_runner_labels: tuple[str, ...] | None = None
+    cpu_runner_labels: tuple[str, ...] | None = None
+    require_gpus: int | None = None
+    envbuild_requirement: str = f"envbuild=={__version__}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of a written pipeline, as the file says: where it runs, which targets it covers."""
+
+    name: str
+    runs_on: tuple[str, ...]
+    targets: tuple[str, ...]  # empty: one job, not one per target
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "runs_on": list(self.runs_on), "targets": list(self.targets)}
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    provider: Provider
+    path: Path
+    text: str
+    jobs: tuple[Job, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"provider": self.provider, "path": str(self.path), "jobs": [j.as_dict() for j in self.jobs]}
+
+
+@lru_cache(maxsize=1)
+def ci_defaults() -> dict[str, Any]:
+    text = resources.files("builder").joinpath("data/ci.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def parse_labels(value: str | None, option: str) -> tuple[str, ...] | None:
+    """`self-hosted,linux,gpu` -> a tuple of labels; None (the default) when the option is absent."""
+    if value is None:
+        return None
+    labels = tuple(label.strip() for label in value.split(",") if label.strip())
+    for label in labels:
+        if not re.fullmatch(LABEL_PATTERN, label):
+            raise UsageError(f"{option} {label!r}: a runner label is letters, digits and . _ - : / (at most 100)")
+    return labels
+
+
+def _repository_path(path: Path, what: str) -> str:
+    """A path as the pipeline sees it: relative to the repository root (this folder), with `/`."""
+    relative = os.path.relpath(path.resolve(), Path.cwd().resolve())
+    if relative.startswith(".."):
+        raise UsageError(f"{path}: the {what} is outside this folder; run `envbuild ci` from the repository root")
+    return PurePosixPath(Path(relative)).as_posix()
+
+
+def _target_row(target: Target) -> dict[str, str]:
+    return {"target": target.key, "cuda": target.cuda or "cpu", "tag": target.tag}
+
+
+def pipeline_text(provider: Provider, spec: EnvSpec, spec_path: Path, targets: list[Target],
+                  pipeline_path: Path, options: CiOptions = CiOptions()) -> str:
+    """The pipeline file's text."""
+    if provider not in PROVIDERS:
+        raise UsageError(f"unknown CI provider {provider!r}; use one of: {', '.join(PROVIDERS)}")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in options.envbuild_requirement) \
+            or not options.envbuild_requirement.strip():
+        raise UsageError("--envbuild-requirement: give a pip requirement, e.g. envbuild==1.2.0")
+    defaults = ci_defaults()
+    settings = defaults[provider]
+    gpu_labels = options.gpu_runner_labels if options.gpu_runner_labels is not None else tuple(settings["gpu_runner_labels"])
+    cpu_labels = options.cpu_runner_labels if options.cpu_runner_labels is not None else tuple(settings["cpu_runner_labels"])
+    if provider == "github" and not (gpu_labels and cpu_labels):
+        raise UsageError("GitHub jobs need runner labels: give at least one in --gpu-runner-labels and --cpu-runner-labels")
+    spec_file = _repository_path(spec_path, "spec")
+    rows = [_target_row(t) for t in targets]
+    return render_template(
+        f"ci/{provider}.yml.j2",
+        env_name=spec.name,
+        spec_path=spec_file,
+        lock_dir=(PurePosixPath(spec_file).parent / spec.name / "locks").as_posix(),
+        pipeline_path=_repository_path(pipeline_path, "pipeline file"),
+        targets=rows,
+        cuda_targets=[row for row in rows if row["cuda"] != "cpu"],
+        gpu_labels=list(gpu_labels),
+        cpu_labels=list(cpu_labels),
+        requirement=options.envbuild_requirement,
+        require_gpus=str(options.require_gpus if options.require_gpus is not None else defaults["require_gpus"]),
+        settings=settings,
+    )
+
+
+def pipeline_jobs(provider: Provider, text: str) -> tuple[Job, ...]:
+    """The jobs of a pipeline file, read back from its YAML."""
+    data = yaml.safe_load(text)
+    if provider == "github":
+        return tuple(
+            Job(name, tuple(job["runs-on"]),
+                tuple(row["target"] for row in job.get("strategy", {}).get("matrix", {}).get("include", [])))
+            for name, job in data["jobs"].items()
+        )
+    return tuple(
+        Job(name, tuple(job.get("tags", ())),
+            tuple(row["ENVBUILD_TARGET"] for row in job.get("parallel", {}).get("matrix", [])))
+        for name, job in data.items()
+        if isinstance(job, dict) and "script" in job
+    )
+
+
+def default_pipeline_path(provider: Provider, spec: EnvSpec) -> Path:
+    return Path(ci_defaults()[provider]["default_path"].format(name=spec.name))
+
+
+def write_pipeline(provider: Provider, spec: EnvSpec, spec_path: Path, targets: list[Target],
+                   out: Path | None = None, options: CiOptions = CiOptions(), force: bool = False) -> Pipeline:
+    path = out or default_pipeline_path(provider, spec)
+    text = pipeline_text(provider, spec, spec_path, targets, path, options)
+    write_new_file(path, text, force=force)
+    return Pipeline(provider, path, text, pipeline_jobs(provider, text))

@@ -1,0 +1,123 @@
+"""`envbuild matrix`: every target of a spec in turn, lock check -> image -> smoke, on this host.
+
+What a GPU runner runs. A target that fails at one stage is recorded with the stage and the reason
+and the next target still runs, so one table shows the whole matrix.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder.errors import EnvbuildError
+from builder.image import BuildOptions
+from builder.lock import check_targets
+from builder.pipeline import build_target_image
+from builder.smoke_runner import run_in_image
+from builder.target import Target
+
+STAGES = ("lock", "image", "smoke", "done")
+Progress = Callable[[str], AbstractContextManager[Callable[[str], None]]]
+
+
+@dataclass
+class MatrixRow:
+    target: str
+    torch: str
+    cuda: str
+    lock: str = ""  # fresh / stale / missing, as found before anything ran
+    stage: str = "lock"  # the last stage reached: lock, image, smoke, done
+    image: str = ""
+    image_size: int | None = None
+    summary: dict[str, int] = field(default_factory=dict)
+    checks: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and self.stage == "done" and not self.summary.get("failed")
+
+    @property
+    def result(self) -> str:
+        if self.error:
+            return f"{self.stage} failed"
+        if self.summary.get("failed"):
+            return f"{self.summary['failed']} smoke check(s) failed"
+        return "ok" if self.ok else f"stopped at {self.stage}"
+
+    def as_dict(self) -> dict:
+        return {
+            "target": self.target, "torch": self.torch, "cuda": self.cuda, "lock": self.lock,
+            "stage": self.stage, "ok": self.ok, "result": self.result, "image": self.image, "image_size": self.image_size,
+            "summary": self.summary, "checks": self.checks, "notes": self.notes, "error": self.error,
+            "seconds": round(self.seconds, 1),
+        }
+
+    def junit_cases(self) -> Iterator[dict]:
+        """A case per stage (the smoke stage's are its checks), named after the target."""
+        reached = STAGES.index(self.stage)
+        for index, stage in enumerate(STAGES[:-1]):
+            if self.error and stage == self.stage:
+                status, reason = "failed", self.error
+            elif index < reached:
+                status, reason = "passed", ""
+            else:
+                status, reason = "skipped", f"not reached: the {self.stage} stage failed"
+            if stage == "smoke" and status == "passed":
+                continue
+            yield {"name": f"{self.target}.{stage}", "classname": self.target, "status": status, "reason": reason}
+        for check in self.checks:
+            yield {**check, "name": f"{self.target}.{check['name']}", "classname": self.target}
+
+
+def run_matrix(
+    targets: Sequence[Target],
+    *,
+    lock_root: Path | None = None,
+    options: BuildOptions = BuildOptions(),
+    frozen: bool = False,
+    solver: str | None = None,
+    replaced_pip_index: bool = False,
+    gpus: str | None = None,
+    require_gpus: int = 0,
+    shm_size: str = "1g",
+    ulimits: tuple[str, ...] = (),
+    timeout: float = 900.0,
+    progress: Progress = lambda title: nullcontext(lambda line: None),
+) -> list[MatrixRow]:
+    statuses = {r.target: r.status for r in check_targets(targets, lock_root=lock_root,
+                                                          replaced_pip_index=replaced_pip_index)}
+    rows = []
+    for target in targets:
+        row = MatrixRow(target.key, target.torch, target.cuda or "cpu", lock=statuses[target.key])
+        started = time.monotonic()
+        try:
+            _run_one(row, target, lock_root=lock_root, options=options, frozen=frozen, solver=solver,
+                     replaced_pip_index=replaced_pip_index, gpus=gpus, require_gpus=require_gpus,
+                     shm_size=shm_size, ulimits=ulimits, timeout=timeout, progress=progress)
+        except EnvbuildError as exc:
+            row.error = exc.message
+        row.seconds = time.monotonic() - started
+        rows.append(row)
+    return rows
+
+
+def _run_one(row: MatrixRow, target: Target, *, lock_root, options, frozen, solver, replaced_pip_index,
+             gpus, require_gpus, shm_size, ulimits, timeout, progress) -> None:
+    if frozen and row.lock != "fresh":
+        raise EnvbuildError(f"the lock is {row.lock}; run `envbuild lock` and commit it")
+    row.stage = "image"
+    with progress(target.tag) as echo:
+        image = build_target_image(target, lock_root=lock_root, options=options, relock=not frozen,
+                                   solver=solver, echo=echo, replaced_pip_index=replaced_pip_index)
+    row.image, row.image_size = image.tags[0], image.size
+    row.stage = "smoke"
+    report = run_in_image(row.image, gpus=gpus, require_gpus=require_gpus, expect_torch=target.torch,
+                          expect_cuda=row.cuda, shm_size=shm_size, ulimits=ulimits, timeout=timeout)
+    row.summary, row.checks, row.notes = report.summary, report.checks, report.notes
+    row.stage = "done"
