@@ -154,3 +154,31 @@ def test_frozen_refuses_a_stale_lock_without_building(world_env, tmp_path) -> No
     done = envbuild(*args, "--frozen")
     assert done.returncode == 1
     assert "the lock is missing; run `envbuild lock` first" in done.stderr
+
+
+def test_ctrl_c_during_a_build_stops_it_tags_nothing_and_leaves_no_container(built, world_env, client) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    before_containers = {c.id for c in client.containers.list(all=True)}
+    before_tags = {tag for image in client.images.list() for tag in image.tags}
+    process = subprocess.Popen([sys.executable, "-m", "builder", *world_env.image_args("12.9"), "--no-cache"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "CI": "true"})
+    seen = []
+    for line in process.stderr:  # wait until the installer step runs in its build container
+        seen.append(line)
+        if "Running in" in line and any("builder.install" in s for s in seen):
+            break
+    time.sleep(1)
+    process.send_signal(signal.SIGINT)
+    _, rest = process.communicate(timeout=120)
+    assert process.returncode == 1, "".join(seen[-20:]) + rest
+    assert "build interrupted; nothing was tagged" in rest
+    deadline = time.monotonic() + 30  # the engine removes a cancelled step's container asynchronously
+    while {c.id for c in client.containers.list(all=True)} != before_containers and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert {c.id for c in client.containers.list(all=True)} == before_containers
+    assert {tag for image in client.images.list() for tag in image.tags} == before_tags
