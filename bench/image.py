@@ -42,6 +42,8 @@ def main() -> None:
         print(f"rebuild after a smoke-suite change: {rebuild.seconds:.1f} s")
         again = build(env, env.folder / "again", NO_CACHE)
         print(f"second build from scratch: {again.seconds:.1f} s, env layer {again.env_layer_digest[:19]}")
+        if again.base_size is None:
+            raise SystemExit(f"bench: the engine does not know the runtime base {env.target.runtime_image.reference}")
         installed = installed_env_bytes(again.image_id)  # the tags moved there; earlier builds are gone
         overhead = 100 * (again.size / (installed + again.base_size) - 1)
         print(f"installed env {installed / 1e6:.0f} MB + base {cold.base_size / 1e6:.0f} MB "

@@ -16,8 +16,8 @@ def main() -> None:
         image = build_image(make_context(env.target, env.lock_path, env.folder / "context"),
                             BuildOptions(network="host"))
         report = run_in_image(image.tags[0], expect_torch=env.target.torch, expect_cuda="cpu")
-        for check in report.checks:
-            print(f"  {check['name']:32} {check['status']:8} {float(check.get('seconds') or 0):5.1f} s")
+        for row in report.table_rows():
+            print("  " + "  ".join(f"{cell:<30}" if i == 0 else str(cell) for i, cell in enumerate(row)))
         s = report.summary
         print(f"smoke: container_seconds={report.seconds:.1f} passed={s.get('passed', 0)} "
               f"failed={s.get('failed', 0)} skipped={s.get('skipped', 0)}")

@@ -22,7 +22,7 @@ import yaml
 from builder import __version__
 from builder.errors import UsageError
 from builder.generated_files import render_template, write_new_file
-from builder.spec import EnvSpec
+from builder.spec import EnvSpec, default_lock_folder
 from builder.target import Target
 
 Provider = Literal["github", "gitlab"]
@@ -112,7 +112,7 @@ def pipeline_text(provider: Provider, spec: EnvSpec, spec_path: Path, targets: l
         f"ci/{provider}.yml.j2",
         env_name=spec.name,
         spec_path=spec_file,
-        lock_dir=(PurePosixPath(spec_file).parent / spec.name / "locks").as_posix(),
+        lock_dir=_repository_path(default_lock_folder(spec_path, spec.name), "lock folder"),
         pipeline_path=_repository_path(pipeline_path, "pipeline file"),
         targets=rows,
         cuda_targets=[row for row in rows if row["cuda"] != "cpu"],

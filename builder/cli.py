@@ -312,7 +312,7 @@ def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only
           timeout, junit, as_json) -> None:
     """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
     from builder.errors import UsageError
-    from builder.smoke_runner import image_expectations, run_in_image, run_local
+    from builder.smoke_runner import container_options, image_expectations, run_in_image, run_local
 
     if local == bool(image_name):
         raise UsageError("give an IMAGE to test, or --local for this Python")
@@ -320,11 +320,11 @@ def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only
         report = run_local(require_gpus, expect_torch, expect_cuda, only, timeout)
         title = "smoke: this Python"
     else:
+        container = container_options(gpus, shm_size, ulimits)
         labelled_torch, labelled_cuda = image_expectations(image_name)
-        report = run_in_image(image_name, gpus=gpus, require_gpus=require_gpus,
+        report = run_in_image(image_name, container=container, require_gpus=require_gpus,
                               expect_torch=expect_torch or labelled_torch,
-                              expect_cuda=expect_cuda or labelled_cuda, only=only, shm_size=shm_size,
-                              ulimits=ulimits, timeout=timeout)
+                              expect_cuda=expect_cuda or labelled_cuda, only=only, timeout=timeout)
         title = f"smoke: {image_name}"
     if junit:
         reports.write_junit(junit, "envbuild.smoke", report.checks)
@@ -446,12 +446,14 @@ def matrix(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache
     exit 1 if anything failed."""
     from builder.matrix import run_matrix
     from builder.progress import build_progress
+    from builder.smoke_runner import container_options
 
     resolved, options = _build_plan(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache,
                                     image_platform, network, channel, mirror, pip_index)
+    container = container_options(gpus, shm_size, ulimits)
     rows = run_matrix(resolved, lock_root=lock_root, options=options, frozen=frozen, solver=solver,
-                      replaced_pip_index=bool(pip_index), gpus=gpus, require_gpus=require_gpus,
-                      shm_size=shm_size, ulimits=ulimits, timeout=timeout, progress=build_progress)
+                      replaced_pip_index=bool(pip_index), container=container, require_gpus=require_gpus,
+                      timeout=timeout, progress=build_progress)
     if junit:
         reports.write_junit(junit, f"envbuild.matrix.{resolved[0].name}",
                             [case for row in rows for case in row.junit_cases()])
@@ -499,43 +501,33 @@ def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as
             solver, channel, mirror, pip_index, as_json) -> None:
     """A new team member's path: the local environment of SPEC from its lock, a Jupyter kernel, the smoke
     suite in it, and what to do next (--image: the image and its `docker run` line)."""
-    import time
-
     from builder import onboard as path
-    from builder.pipeline import build_target_image, ensure_lock
+    from builder.errors import UsageError
+    from builder.progress import build_progress
 
     def echo(line: str) -> None:
         click.echo(line, err=True)
 
     resolved = resolve_targets(load_spec(spec), (cuda,) if cuda else (), _sources(channel, mirror, pip_index))
     if as_image or pull:
-        started = time.monotonic()
-        choice, _ = path.choose_for_this_host(resolved, bool(cuda), "linux-64")
-        echo(f"target {choice.target.key}: {choice.reason}")
-        if pull:
-            image_ref, how = path.pull_image(choice.target, pull), "pulled"
-        else:
-            from builder.progress import build_progress
-
-            with build_progress(choice.target.tag) as progress:
-                built = build_target_image(choice.target, lock_root=lock_root, relock=not frozen, solver=solver,
-                                           echo=progress, replaced_pip_index=bool(pip_index))
-            image_ref, how = built.tags[0], "built"
-        result = path.image_result(choice, image_ref, how, time.monotonic() - started)
+        local_only = {"--prefix": prefix, "--name": name, "--kernel-dir": kernel_dir,
+                      "--no-smoke": no_smoke, "--installer": installer != "auto"}
+        given = [flag for flag, value in local_only.items() if value]
+        if given:
+            raise UsageError(f"{', '.join(given)}: for a local environment, not with --image/--pull")
+        image_result = path.onboard_image(resolved, asked=bool(cuda), pull=pull, lock_root=lock_root,
+                                          frozen=frozen, solver=solver, replaced_pip_index=bool(pip_index),
+                                          progress=build_progress, echo=echo)
         if as_json:
-            reports.print_json(result.as_dict())
+            reports.print_json(image_result.as_dict())
         else:
-            click.echo(f"{result.image} ({how}); run it with:\n  {result.run_command}")
-            click.echo(f"smoke-test it: envbuild smoke {result.image}" + (" --gpus all" if result.cuda else ""))
+            click.echo(f"{image_result.image} ({image_result.how}); run it with:\n  {image_result.run_command}")
+            click.echo(f"smoke-test it: envbuild smoke {image_result.image}" + (" --gpus all" if image_result.cuda else ""))
         return
-    platform = path.host_platform()
-    choice, gpus_here = path.choose_for_this_host(resolved, bool(cuda), platform)
-    echo(f"target {choice.target.key}: {choice.reason}")
-    lock_path = ensure_lock(choice.target, lock_root, not frozen, solver, bool(pip_index))
-    where = path.choose_prefix(choice.target, prefix, name)
-    result = path.onboard_local(choice, lock_path, where, platform=platform, tool=path.find_installer(installer),
-                                gpus_here=gpus_here, kernel_name=name or f"{choice.target.name}-{choice.target.key}",
-                                kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force, echo=echo)
+    result = path.onboard(resolved, asked=bool(cuda), prefix=prefix, name=name, installer=installer,
+                          kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force,
+                          lock_root=lock_root, frozen=frozen, solver=solver, replaced_pip_index=bool(pip_index),
+                          echo=echo)
     if as_json:
         reports.print_json(result.as_dict())
     else:
@@ -545,7 +537,7 @@ def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as
                    f"lock: {result.lock})")
         kernel = result.kernel
         click.echo(f"Jupyter kernel: {kernel.name} \"{kernel.display_name}\" at {kernel.path}" if kernel.path
-                   else "Jupyter kernel: none (no ipykernel in the environment)")
+                   else "Jupyter kernel: none (see next)")
         if result.smoke:
             reports.print_table(f"smoke: {result.prefix / 'bin' / 'python'}", result.smoke.TABLE_COLUMNS,
                                 result.smoke.table_rows())

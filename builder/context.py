@@ -6,14 +6,13 @@ source of what gets installed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from builder.errors import EnvbuildError
-from builder.lockfile import read_lock
+from builder.lockfile import lockfile_sha256, read_lock
 from builder.render import RenderedEnv, render_target, write_context
 from builder.target import Target
 
@@ -31,10 +30,6 @@ class BuildContext:
     @property
     def dockerfile(self) -> str:
         return self.rendered.dockerfile
-
-
-def lock_hash(lock_path: Path) -> str:
-    return hashlib.sha256(lock_path.read_bytes()).hexdigest()
 
 
 def _installer_files(destination: Path) -> None:
@@ -75,4 +70,4 @@ def make_context(target: Target, lock_path: Path, root: Path, image_platform: st
     (root / "envbuild" / "conda-lock.yml").write_bytes(lock_path.read_bytes())
     _installer_files(root / "envbuild" / "installer")
     (root / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")
-    return BuildContext(target, root, lock_hash(lock_path), subdir, rendered)
+    return BuildContext(target, root, lockfile_sha256(lock_path), subdir, rendered)

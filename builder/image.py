@@ -194,10 +194,13 @@ def _image_id(client, reference: str) -> str | None:
 
 
 def _drop_untagged(client, image_ids: Iterable[str]) -> None:
-    """Earlier builds whose tags moved to the new image: removed unless still tagged or in use
-    (the engine refuses those), so rebuilding a target does not pile up untagged images."""
+    """Earlier builds whose tags all moved to the new image, so rebuilding a target does not pile up
+    untagged images. One that keeps a tag (`env:<old lock hash>`) stays: removing by id would take
+    its remaining tags with it. One that a container uses stays too (the engine refuses)."""
     for image_id in image_ids:
         try:
+            if client.api.inspect_image(image_id).get("RepoTags"):
+                continue
             client.api.remove_image(image_id)
         except Exception:
             pass
@@ -233,13 +236,18 @@ def inspect_result(client, context: BuildContext, image_id: str, tags: list[str]
                        _base_size(client, context), 0.0, context.lock_hash)
 
 
+def remote_reference(registry: str, tag: str) -> tuple[str, str]:
+    """`<env>:<tag>` as it lives in REGISTRY (what --push writes and --pull reads): (repository, tag)."""
+    repository, _, name = tag.rpartition(":")
+    return f"{registry.rstrip('/')}/{repository}", name
+
+
 def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] = lambda line: None,
                client=None) -> list[str]:
     client = client or docker_client()
     pushed = []
     for tag in result.tags:
-        repository, _, name = tag.rpartition(":")
-        remote = f"{registry.rstrip('/')}/{repository}"
+        remote, name = remote_reference(registry, tag)
         client.api.tag(result.image_id, remote, name)
         for chunk in client.api.push(remote, tag=name, stream=True, decode=True):
             if "error" in chunk:
@@ -248,6 +256,18 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
                 echo(chunk["status"])
         pushed.append(f"{remote}:{name}")
     return pushed
+
+
+def pull_image(tag: str, registry: str, client=None) -> str:
+    """Pull what `--push REGISTRY` pushed for `tag`; the local reference, or one line saying why not."""
+    client = client or docker_client()
+    repository, name = remote_reference(registry, tag)
+    try:
+        client.images.pull(repository, tag=name)
+    except Exception as exc:  # the SDK's NotFound / APIError: one line with the engine's reason
+        reason = getattr(exc, "explanation", None) or str(exc)
+        raise EnvbuildError(f"pull of {repository}:{name} failed: {reason}") from None
+    return f"{repository}:{name}"
 
 
 def list_images(env_name: str, client=None) -> list[dict]:

@@ -35,8 +35,9 @@ from pydantic import BaseModel
 
 from builder import __version__
 from builder.errors import EnvbuildError
-from builder.lockfile import CondaLock, read_lock
+from builder.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.render import render_target
+from builder.spec import default_lock_folder
 from builder.target import Target
 
 LOCK_FILE = "conda-lock.yml"
@@ -157,9 +158,7 @@ def lock_inputs(target: Target, replaced_pip_index: bool = False) -> LockInputs:
 def default_lock_dir(target: Target, root: Path | None = None) -> Path:
     if root is not None:
         return root / target.key
-    source = target.spec.source
-    base = source.parent if source else Path.cwd()
-    return base / target.spec.name / "locks" / target.key
+    return default_lock_folder(target.spec.source, target.spec.name) / target.key
 
 
 def read_info(folder: Path) -> LockInfo | None:
@@ -183,14 +182,10 @@ def fresh_info(inputs: LockInputs, folder: Path) -> LockInfo | None:
     info = read_info(folder)
     if info is None or info.input_hash != inputs.input_hash or not lockfile.is_file():
         return None
-    if _sha256(lockfile) != info.lockfile_sha256:
+    if lockfile_sha256(lockfile) != info.lockfile_sha256:
         read_lock(lockfile)  # a corrupted lockfile is one clear error, not a silent relock
         return None
     return info
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def conda_tool_on_path() -> Path | None:
@@ -378,7 +373,7 @@ def _commit(job: _Job) -> LockResult:
         target=target.key, torch=target.torch, cuda=target.cuda, platforms=list(target.platforms),
         channels=list(target.channels), pip_repositories=[target.pip_index] if target.pip_index else [],
         virtual_packages=job.inputs.virtual_packages, solver=job.solver.name,
-        lockfile_sha256=_sha256(produced), torch_builds=builds, package_counts=counts,
+        lockfile_sha256=lockfile_sha256(produced), torch_builds=builds, package_counts=counts,
     )
     job.folder.mkdir(parents=True, exist_ok=True)
     staged_lock = job.folder / f".{LOCK_FILE}.{os.getpid()}.tmp"
@@ -411,7 +406,7 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
                 for pid, (job, process, started) in list(running.items()):
                     elapsed = time.monotonic() - started
                     if process.exitcode is None and elapsed > timeout:
-                        _kill_group(pid)
+                        kill_group(pid)
                         process.join()
                         results[job.inputs.target.key] = LockResult(
                             job.inputs.target.key, "failed", job.folder / LOCK_FILE, elapsed,
@@ -426,7 +421,7 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
         # Ctrl-C or SIGTERM: the children run in process groups of their own, which a terminal's
         # Ctrl-C does not reach; stop them (and their solver processes) before leaving.
         for pid, (_, process, _) in running.items():
-            _kill_group(pid)
+            kill_group(pid)
             process.join()
     return [results[job.inputs.target.key] for job in jobs]
 
@@ -450,7 +445,8 @@ def _terminate_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL a child's whole process group (it started its own session), e.g. a solver it ran."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Literal
 
@@ -80,3 +81,8 @@ def read_lock(path: Path) -> CondaLock:
     if lock.version != 1:
         raise EnvbuildError(f"{path}: conda-lock format version {lock.version}, envbuild reads version 1")
     return lock
+
+
+def lockfile_sha256(path: Path) -> str:
+    """The identity of a lockfile: images are labelled and tagged with it, lock info records it."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()

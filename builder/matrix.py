@@ -15,8 +15,8 @@ from pathlib import Path
 from builder.errors import EnvbuildError
 from builder.image import BuildOptions
 from builder.lock import check_targets
-from builder.pipeline import build_target_image
-from builder.smoke_runner import run_in_image
+from builder.pipeline import build_target_image, ensure_lock
+from builder.smoke_runner import ContainerOptions, run_in_image
 from builder.target import Target
 
 STAGES = ("lock", "image", "smoke", "done")
@@ -83,10 +83,8 @@ def run_matrix(
     frozen: bool = False,
     solver: str | None = None,
     replaced_pip_index: bool = False,
-    gpus: str | None = None,
+    container: ContainerOptions = ContainerOptions(),
     require_gpus: int = 0,
-    shm_size: str = "1g",
-    ulimits: tuple[str, ...] = (),
     timeout: float = 900.0,
     progress: Progress = lambda title: nullcontext(lambda line: None),
 ) -> list[MatrixRow]:
@@ -98,8 +96,8 @@ def run_matrix(
         started = time.monotonic()
         try:
             _run_one(row, target, lock_root=lock_root, options=options, frozen=frozen, solver=solver,
-                     replaced_pip_index=replaced_pip_index, gpus=gpus, require_gpus=require_gpus,
-                     shm_size=shm_size, ulimits=ulimits, timeout=timeout, progress=progress)
+                     replaced_pip_index=replaced_pip_index, container=container,
+                     require_gpus=require_gpus, timeout=timeout, progress=progress)
         except EnvbuildError as exc:
             row.error = exc.message
         row.seconds = time.monotonic() - started
@@ -108,16 +106,15 @@ def run_matrix(
 
 
 def _run_one(row: MatrixRow, target: Target, *, lock_root, options, frozen, solver, replaced_pip_index,
-             gpus, require_gpus, shm_size, ulimits, timeout, progress) -> None:
-    if frozen and row.lock != "fresh":
-        raise EnvbuildError(f"the lock is {row.lock}; run `envbuild lock` and commit it")
+             container, require_gpus, timeout, progress) -> None:
+    lock_path = ensure_lock(target, lock_root, relock=not frozen, solver=solver,
+                            replaced_pip_index=replaced_pip_index)
     row.stage = "image"
     with progress(target.tag) as echo:
-        image = build_target_image(target, lock_root=lock_root, options=options, relock=not frozen,
-                                   solver=solver, echo=echo, replaced_pip_index=replaced_pip_index)
+        image = build_target_image(target, lock_path=lock_path, options=options, echo=echo)
     row.image, row.image_size = image.tags[0], image.size
     row.stage = "smoke"
-    report = run_in_image(row.image, gpus=gpus, require_gpus=require_gpus, expect_torch=target.torch,
-                          expect_cuda=row.cuda, shm_size=shm_size, ulimits=ulimits, timeout=timeout)
+    report = run_in_image(row.image, container=container, require_gpus=require_gpus, expect_torch=target.torch,
+                          expect_cuda=row.cuda, timeout=timeout)
     row.summary, row.checks, row.notes = report.summary, report.checks, report.notes
     row.stage = "done"

@@ -14,6 +14,7 @@ folder it must not touch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,7 +30,7 @@ from typing import Any
 
 from builder import __version__
 from builder.compat import version_tuple
-from builder.context import lock_hash
+from builder.lockfile import lockfile_sha256
 from builder.doctor import (
     MINOR_COMPAT,
     NEEDS_FIX,
@@ -39,7 +40,7 @@ from builder.doctor import (
     diagnose,
 )
 from builder.errors import EnvbuildError, UsageError
-from builder.lock import conda_tool_on_path
+from builder.lock import conda_tool_on_path, kill_group
 from builder.smoke_runner import SmokeReport, run_local
 from builder.target import Target
 
@@ -283,13 +284,23 @@ def _run_tool(tool: Path, lock_path: Path, prefix: Path, timeout: float) -> None
 
 
 def _run(command: list[str], timeout: float, what: str) -> None:
+    # Its own session, so a timeout or Ctrl-C stops what it started too (micromamba, pip): nothing
+    # may go on writing into the prefix while the old environment is put back.
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        kill_group(process.pid)
+        process.communicate()
         raise EnvbuildError(f"{what} ran past {timeout:.0f} s and was stopped; nothing was changed") from None
-    if done.returncode != 0:
-        lines = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-        tail = " | ".join(lines[-TAIL_LINES:]) or f"exit status {done.returncode}"
+    except BaseException:
+        kill_group(process.pid)
+        process.communicate()
+        raise
+    if process.returncode != 0:
+        lines = [line.strip() for line in (stderr or stdout).splitlines() if line.strip()]
+        tail = " | ".join(lines[-TAIL_LINES:]) or f"exit status {process.returncode}"
         raise EnvbuildError(f"{what} failed: {tail}")
 
 
@@ -341,7 +352,6 @@ def register_kernel(prefix: Path, target: Target, name: str, folder: Path | None
                             f"no ipykernel in this environment: add `ipykernel` to the conda list{where} and "
                             "onboard again to get a Jupyter kernel")
     kernel_folder = kernels_dir(folder) / kernel_name
-    kernel_folder.mkdir(parents=True, exist_ok=True)
     spec = {
         "argv": [str(prefix / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": title,
@@ -352,8 +362,18 @@ def register_kernel(prefix: Path, target: Target, name: str, folder: Path | None
     }
     path = kernel_folder / "kernel.json"
     staged = kernel_folder / f".kernel.json.{os.getpid()}.tmp"
-    staged.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
-    os.replace(staged, path)
+    try:
+        kernel_folder.mkdir(parents=True, exist_ok=True)
+        staged.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+        os.replace(staged, path)
+    except OSError as exc:
+        # The environment is installed and works: a kernels folder we cannot write is a hint, not a failure.
+        return KernelResult(kernel_name, title, None,
+                            f"could not write the Jupyter kernel into {kernel_folder}: {exc.strerror or exc}; "
+                            "give a writable --kernel-dir")
+    finally:
+        with contextlib.suppress(OSError):
+            staged.unlink(missing_ok=True)
     return KernelResult(kernel_name, title, path)
 
 
@@ -366,6 +386,7 @@ class OnboardResult:
     torch: str
     cuda: str | None
     reason: str
+    tag: str  # the target's image tag
     prefix: Path
     status: str  # created | replaced | unchanged
     installer: str
@@ -382,6 +403,7 @@ class OnboardResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "env": self.env, "target": self.target, "torch": self.torch, "cuda": self.cuda, "reason": self.reason,
+            "tag": self.tag,
             "prefix": str(self.prefix), "status": self.status, "installer": self.installer, "lock": str(self.lock),
             "seconds": round(self.seconds, 1), "kernel": self.kernel.as_dict() if self.kernel else None,
             "smoke": self.smoke.as_dict() if self.smoke else None, "next_steps": self.next_steps,
@@ -395,7 +417,7 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
     """Install the locked env into `prefix`, register its kernel, run the smoke suite in it."""
     started = time.monotonic()
     target = choice.target
-    digest = lock_hash(lock_path)
+    digest = lockfile_sha256(lock_path)
     state = prefix_status(prefix, target, digest)
     if state == "unchanged" and force:
         state = "replace"
@@ -405,8 +427,8 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
                             EnvMarker(target.name, target.key, target.torch, target.cuda, digest, installer_name(tool)))
     installed_with = EnvMarker.read(prefix).installer if state == "unchanged" else installer_name(tool)
     status = {"new": "created", "replace": "replaced"}.get(state, state)
-    result = OnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, prefix, status,
-                           installed_with, lock_path)
+    result = OnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, target.tag, prefix,
+                           status, installed_with, lock_path)
     result.kernel = register_kernel(prefix, target, kernel_name, kernel_dir, spec_path)
     if smoke:
         echo(f"running the smoke suite with {prefix / 'bin' / 'python'} ...")
@@ -434,8 +456,7 @@ def next_steps(result: OnboardResult, tool: Path | None, spec_path: Path | None)
         steps.append(result.kernel.hint)
     spec = spec_path or Path(f"envs/{result.env}.yaml")
     cuda = result.cuda or "cpu"
-    steps.append(f"the same env as an image: envbuild image {spec} --cuda {cuda}, then "
-                 f"envbuild smoke {result.env}:{result.torch}-{'cuda' + result.cuda if result.cuda else 'cpu'}")
+    steps.append(f"the same env as an image: envbuild image {spec} --cuda {cuda}, then envbuild smoke {result.tag}")
     steps.append(f"after the spec or its lock changes: envbuild onboard {spec} --cuda {cuda} --prefix {prefix}")
     return steps
 
@@ -465,20 +486,59 @@ def docker_run_line(image: str, cuda: str | None) -> str:
 
 
 def pull_image(target: Target, registry: str, client=None) -> str:
-    from builder.image import docker_client
+    from builder.image import pull_image as pull
 
-    client = client or docker_client()
-    repository, _, tag = f"{registry.rstrip('/')}/{target.tag}".rpartition(":")
     try:
-        client.images.pull(repository, tag=tag)
-    except Exception as exc:  # noqa: BLE001 - the SDK's NotFound / APIError: one line with the engine's reason
-        reason = getattr(exc, "explanation", None) or str(exc)
-        raise EnvbuildError(f"pull of {repository}:{tag} failed: {reason}; build it with "
+        return pull(target.tag, registry, client)
+    except EnvbuildError as exc:
+        raise EnvbuildError(f"{exc.message}; build and push it with "
                             f"`envbuild image ... --cuda {target.cuda or 'cpu'} --push {registry}`") from None
-    return f"{repository}:{tag}"
 
 
 def image_result(choice: TargetChoice, image: str, how: str, seconds: float) -> ImageOnboardResult:
     target = choice.target
     return ImageOnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, image, how,
                               docker_run_line(image, target.cuda), seconds)
+
+
+# --- entry points -------------------------------------------------------------------------------
+
+def onboard(targets: Sequence[Target], *, asked: bool, prefix: Path | None = None, name: str | None = None,
+            installer: str = "auto", kernel_dir: Path | None = None, spec_path: Path | None = None,
+            smoke: bool = True, force: bool = False, lock_root: Path | None = None, frozen: bool = False,
+            solver: str | None = None, replaced_pip_index: bool = False,
+            echo: Callable[[str], None] = lambda line: None) -> OnboardResult:
+    """The local path: choose the target, check where and with what it installs (before any slow
+    lock), then lock if stale, install, register the kernel, smoke-test."""
+    from builder.pipeline import ensure_lock
+
+    platform = host_platform()
+    choice, gpus_here = choose_for_this_host(targets, asked, platform)
+    echo(f"target {choice.target.key}: {choice.reason}")
+    where = choose_prefix(choice.target, prefix, name)
+    tool = find_installer(installer)
+    lock_path = ensure_lock(choice.target, lock_root, not frozen, solver, replaced_pip_index)
+    return onboard_local(choice, lock_path, where, platform=platform, tool=tool, gpus_here=gpus_here,
+                         kernel_name=name or f"{choice.target.name}-{choice.target.key}", kernel_dir=kernel_dir,
+                         spec_path=spec_path, smoke=smoke, force=force, echo=echo)
+
+
+def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = None,
+                  lock_root: Path | None = None, frozen: bool = False, solver: str | None = None,
+                  replaced_pip_index: bool = False, progress=None,
+                  echo: Callable[[str], None] = lambda line: None) -> ImageOnboardResult:
+    """The image path: pull the target's image from a registry, or build it; then how to run it."""
+    from contextlib import nullcontext
+
+    from builder.pipeline import build_target_image
+
+    started = time.monotonic()
+    choice, _ = choose_for_this_host(targets, asked, "linux-64")
+    echo(f"target {choice.target.key}: {choice.reason}")
+    if pull:
+        return image_result(choice, pull_image(choice.target, pull), "pulled", time.monotonic() - started)
+    showing = progress(choice.target.tag) if progress else nullcontext(lambda line: None)
+    with showing as on_line:
+        built = build_target_image(choice.target, lock_root=lock_root, relock=not frozen, solver=solver,
+                                   echo=on_line, replaced_pip_index=replaced_pip_index)
+    return image_result(choice, built.tags[0], "built", time.monotonic() - started)

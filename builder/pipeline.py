@@ -38,9 +38,12 @@ def build_target_image(
     push: str | None = None,
     echo: Callable[[str], None] = lambda line: None,
     replaced_pip_index: bool = False,
+    lock_path: Path | None = None,
     client=None,
 ) -> ImageResult:
-    lock_path = ensure_lock(target, lock_root, relock, solver, replaced_pip_index)
+    """The image of one target; from `lock_path` when the caller already ensured the lock."""
+    if lock_path is None:
+        lock_path = ensure_lock(target, lock_root, relock, solver, replaced_pip_index)
     root = Path(tempfile.mkdtemp(prefix=f"envbuild-context-{target.key}-"))
     try:
         context = make_context(target, lock_path, root / "context", options.platform)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -144,34 +145,60 @@ def _read_report(container) -> dict | None:
         return json.loads(member.read()) if member else None
 
 
-def run_in_image(image: str, *, gpus: str | None = None, require_gpus: int = 0,
+@dataclass(frozen=True)
+class ContainerOptions:
+    """How the suite's container is started, checked before anything runs."""
+
+    gpus: GpuRequest = GpuRequest(None)
+    shm_size: str = "1g"
+    ulimits: tuple[tuple[str, int, int], ...] = ()  # (name, soft, hard)
+
+
+SIZE = re.compile(r"^[0-9]+[bkmg]?$", re.IGNORECASE)
+
+
+def container_options(gpus: str | None = None, shm_size: str = "1g",
+                      ulimits: tuple[str, ...] = ()) -> ContainerOptions:
+    """`--gpus`, `--shm-size` and `--ulimit` as given on the command line, or a one-line UsageError."""
+    if not SIZE.match(shm_size):
+        raise UsageError(f"--shm-size {shm_size!r}: give bytes or a size like 512m or 2g")
+    limits = []
+    for item in ulimits:
+        name, _, value = item.partition("=")
+        soft, _, hard = value.partition(":")
+        try:
+            limits.append((name, int(soft), int(hard or soft)))
+        except ValueError:
+            raise UsageError(f"--ulimit {item!r}: write NAME=SOFT[:HARD] in numbers (-1 for unlimited), "
+                             "e.g. stack=67108864") from None
+        if not name:
+            raise UsageError(f"--ulimit {item!r}: write NAME=SOFT[:HARD], e.g. stack=67108864")
+    return ContainerOptions(parse_gpus(gpus), shm_size, tuple(limits))
+
+
+def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions(), require_gpus: int = 0,
                  expect_torch: str | None = None, expect_cuda: str | None = None, only: str | None = None,
-                 shm_size: str = "1g", ulimits: tuple[str, ...] = (), timeout: float = 900,
-                 client=None) -> SmokeReport:
+                 timeout: float = 900, client=None) -> SmokeReport:
     from docker.types import Ulimit
 
     from builder.image import docker_client
 
     client = client or docker_client()
-    request = parse_gpus(gpus)
-    limits = []
-    for item in ulimits:
-        name, _, value = item.partition("=")
-        soft, _, hard = value.partition(":")
-        if not name or not soft:
-            raise UsageError(f"--ulimit {item!r}: write NAME=SOFT[:HARD], e.g. stack=67108864")
-        limits.append(Ulimit(name=name, soft=int(soft), hard=int(hard or soft)))
+    limits = [Ulimit(name=name, soft=soft, hard=hard) for name, soft, hard in container.ulimits]
     notes: list[str] = []
     started = time.monotonic()
     args = ["sh", "-c", f"mkdir -p {REPORT_DIR} && exec python -m smoke " + " ".join(
         suite_args(require_gpus, expect_torch, expect_cuda, only))]
-    requests = _device_requests(request)
+    requests = _device_requests(container.gpus)
     while True:
-        container = client.containers.create(image, command=args, device_requests=requests or None,
-                                             shm_size=shm_size, ulimits=limits or None, detach=True)
+        try:
+            created = client.containers.create(image, command=args, device_requests=requests or None,
+                                               shm_size=container.shm_size, ulimits=limits or None, detach=True)
+        except Exception as exc:
+            raise EnvbuildError(f"{image}: the engine refused the smoke container: {exc}") from None
         try:
             try:
-                container.start()
+                created.start()
             except Exception as exc:
                 if NO_GPU_RUNTIME in str(exc) and requests:
                     if require_gpus:
@@ -185,16 +212,16 @@ def run_in_image(image: str, *, gpus: str | None = None, require_gpus: int = 0,
                     raise EnvbuildError(f"the engine refused a --ulimit: {exc}; drop it on this host") from None
                 raise EnvbuildError(f"{image}: the container did not start: {exc}") from None
             try:
-                container.wait(timeout=timeout)
+                created.wait(timeout=timeout)
             except Exception:
                 raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped") from None
-            data = _read_report(container)
+            data = _read_report(created)
             if data is None:
-                logs = container.logs(tail=10).decode(errors="replace").strip().splitlines()
+                logs = created.logs(tail=10).decode(errors="replace").strip().splitlines()
                 raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + " | ".join(logs[-5:]))
             return SmokeReport.from_json(data, notes, time.monotonic() - started)
         finally:
-            container.remove(force=True)
+            created.remove(force=True)
 
 
 def image_expectations(image: str, client=None) -> tuple[str | None, str | None]:

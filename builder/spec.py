@@ -165,6 +165,12 @@ class EnvSpec(StrictModel):
         raise KeyError(key)
 
 
+def default_lock_folder(spec_file: Path | None, env_name: str) -> Path:
+    """Where an env's locks live unless `--locks` says otherwise: `<spec folder>/<env>/locks`."""
+    base = spec_file.parent if spec_file else Path.cwd()
+    return base / env_name / "locks"
+
+
 def cuda_key(cuda: str) -> str:
     """`11.8` -> `cuda11.8`, `cpu` -> `cpu`: the name a target has in paths and tags."""
     return "cpu" if cuda == "cpu" else f"cuda{cuda}"

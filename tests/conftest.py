@@ -11,19 +11,16 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-PORT = os.environ.get("ENVBUILD_WORLD_PORT", "8765")
-WORLD_CHANNEL = f"http://127.0.0.1:{PORT}/conda/conda-forge"
-RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
-BUILDER_BASE = os.environ.get("ENVBUILD_TEST_BUILDER_IMAGE", "local/debian:bookworm-python")
+from tests.world.offline import BUILDER_BASE, ROOT, RUNTIME_BASE, remove_env_images, unique_spec_copy
+from tests.world.offline import CHANNEL as WORLD_CHANNEL
+
+__all__ = ["BUILDER_BASE", "ROOT", "RUNTIME_BASE", "WORLD_CHANNEL", "envbuild"]
 
 
 def envbuild(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -63,19 +60,11 @@ def docker_world() -> None:
 
 @pytest.fixture(scope="session")
 def world_env(docker_world, tmp_path_factory) -> Iterator[WorldEnv]:
-    import docker
-
     folder = tmp_path_factory.mktemp("world-env")
-    name = f"envbuild-test-{uuid.uuid4().hex[:8]}"
-    data = yaml.safe_load((ROOT / "envs" / "pytorch.yaml").read_text())
-    data["name"] = name
-    spec = folder / f"{name}.yaml"
-    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec = unique_spec_copy(folder, "envbuild-test")
+    name = spec.stem
     yield WorldEnv(name, spec, folder / "locks")
-    client = docker.from_env()
-    for image in client.images.list(filters={"label": f"io.envbuild.env={name}"}):
-        client.images.remove(image.id, force=True)
-    client.close()
+    remove_env_images(name)
 
 
 @pytest.fixture(scope="session")

@@ -140,7 +140,8 @@ def test_failed_build_tags_nothing_and_leaves_no_container(built, world_env, cli
     assert {tag for image in client.images.list() for tag in image.tags} == before_tags
 
 
-def test_no_engine_is_one_line_saying_how_to_start_one(world_env, tmp_path) -> None:
+def test_no_engine_is_one_line_saying_how_to_start_one(built, world_env, tmp_path) -> None:
+    # `built` made the lock: with --frozen the engine is the first thing this build needs.
     done = envbuild(*world_env.image_args("cpu"), "--frozen",
                     env={"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock"})
     assert done.returncode == 1
@@ -182,3 +183,22 @@ def test_ctrl_c_during_a_build_stops_it_tags_nothing_and_leaves_no_container(bui
         time.sleep(0.5)
     assert {c.id for c in client.containers.list(all=True)} == before_containers
     assert {tag for image in client.images.list() for tag in image.tags} == before_tags
+
+
+def test_a_rebuild_from_another_lock_keeps_the_old_image_under_its_lock_tag(built, world_env, client, tmp_path) -> None:
+    import yaml
+
+    from tests.conftest import WorldEnv
+
+    data = yaml.safe_load(world_env.spec.read_text())
+    data["conda"] = [*data.get("conda", []), "filelock"]  # another top-level spec: another lock
+    spec = tmp_path / world_env.spec.name
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    target_tag = f"{world_env.name}:2.13.0-cuda12.9"
+    old_id = client.api.inspect_image(target_tag)["Id"]  # earlier tests may have rebuilt it
+    changed = WorldEnv(world_env.name, spec, world_env.locks).build("12.9")[0]
+    old_hash = built["cuda12.9"]["lock_hash"]
+    assert changed["lock_hash"] != old_hash and changed["image_id"] != old_id
+    assert target_tag in client.api.inspect_image(changed["image_id"])["RepoTags"]
+    # The old build lost its target tag to the new one but keeps the tag of its own lock.
+    assert client.api.inspect_image(old_id)["RepoTags"] == [f"{world_env.name}:{old_hash[:12]}"]

@@ -53,4 +53,15 @@ def test_frozen_matrix_fails_a_target_without_a_lock_at_the_lock_stage(world_env
 def test_human_table_names_each_target_and_its_result(built, world_env) -> None:
     done = envbuild(*matrix_args(world_env, "--cuda", "cpu"))
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "matrix on this host" in done.stdout and "cpu" in done.stdout and " ok " in done.stdout
+    assert "matrix on this host" in done.stdout
+    [row] = [line for line in done.stdout.splitlines() if f"{world_env.name}:2.13.0-cpu" in line]
+    assert row.split()[1:4] == ["cpu", "│", "2.13.0"] and row.rstrip(" │").endswith("ok"), row
+
+
+def test_bad_container_options_fail_before_anything_is_built(world_env) -> None:
+    for option in (["--gpus", "some"], ["--ulimit", "memlock=unlimited"], ["--shm-size", "lots"]):
+        done = envbuild(*matrix_args(world_env, "--cuda", "cpu", *option))
+        assert done.returncode == 2, done.stderr
+        assert [line for line in done.stderr.splitlines() if line.startswith("Error:")] == \
+            [done.stderr.strip().splitlines()[-1]] and option[0] in done.stderr
+        assert "Step 1/" not in done.stderr

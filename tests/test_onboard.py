@@ -167,6 +167,19 @@ def test_kernelspec_only_with_ipykernel_in_conda_meta(tmp_path: Path) -> None:
 
 
 @unit
+def test_an_unwritable_kernels_folder_is_a_hint_and_leaves_nothing(tmp_path: Path) -> None:
+    [cpu] = targets("cpu")
+    prefix = tmp_path / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "conda-meta" / "ipykernel-6.29.5-pyhd8ed1ab_0.json").write_text("{}")
+    blocked = tmp_path / "kernels"
+    blocked.write_text("a file where the kernels folder should be")
+    kernel = register_kernel(prefix, cpu, "team", blocked)
+    assert kernel.path is None and kernel.hint.startswith(f"could not write the Jupyter kernel into {blocked}/team")
+    assert blocked.read_text() == "a file where the kernels folder should be"
+
+
+@unit
 def test_kernels_folder_follows_jupyter_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # jupyter_core is not a dependency of envbuild; without it the documented default applies.
     try:
@@ -340,13 +353,17 @@ def test_image_pulled_from_a_registry_gives_the_docker_run_line(world, tmp_path:
         for chunk in client.api.push(remote, tag="2.13.0-cpu", stream=True, decode=True):
             assert "error" not in chunk, chunk
         client.api.remove_image(f"{remote}:2.13.0-cpu")
-        done = onboard(spec, tmp_path, "--cuda", "cpu", "--image", "--pull", registry, "--json")
+        local_only = onboard(spec, tmp_path, "--cuda", "cpu", "--image", "--pull", registry)
+        assert local_only.returncode == 2 and "--kernel-dir: for a local environment" in local_only.stderr
+        done = envbuild("onboard", str(spec), "--channel", WORLD_CHANNEL, "--locks", str(tmp_path / "locks"),
+                        "--cuda", "cpu", "--image", "--pull", registry, "--json")
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout)
         assert (result["image"], result["how"]) == (f"{remote}:2.13.0-cpu", "pulled")
         assert result["run_command"] == docker_run_line(f"{remote}:2.13.0-cpu", None)
         assert client.images.get(f"{remote}:2.13.0-cpu")
-        missing = onboard(spec, tmp_path, "--cuda", "12.9", "--pull", registry)
+        missing = envbuild("onboard", str(spec), "--channel", WORLD_CHANNEL, "--locks", str(tmp_path / "locks"),
+                           "--cuda", "12.9", "--pull", registry)
         assert missing.returncode == 1
         assert missing.stderr.strip().splitlines()[-1].startswith(f"Error: pull of {remote}:2.13.0-cuda12.9 failed: ")
         assert not (tmp_path / "locks").exists()  # pulling needs no lock
