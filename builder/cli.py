@@ -188,9 +188,14 @@ def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, t
         raise SystemExit(1)
 
 
+BASE_IMAGE = click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
+BUILDER_IMAGE = click.option("--builder-image", metavar="IMAGE[@DIGEST]",
+                             help="Env-builder image (needs Python >= 3.10).")
+NETWORK = click.option("--network", type=click.Choice(["host", "bridge", "none"]),
+                       help="Network of the build containers.")
 BUILD = [
-    click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's."),
-    click.option("--builder-image", metavar="IMAGE[@DIGEST]", help="Env-builder image (needs Python >= 3.10)."),
+    BASE_IMAGE,
+    BUILDER_IMAGE,
     click.option("--ca-cert", "ca_certs", multiple=True,
                  type=click.Path(exists=True, dir_okay=False, path_type=Path),
                  help="Extra CA certificate to trust in both stages (repeatable)."),
@@ -198,7 +203,7 @@ BUILD = [
                  help="Docker build argument (repeatable)."),
     click.option("--no-cache", is_flag=True, help="Build every layer again."),
     click.option("--platform", "image_platform", default="linux/amd64", show_default=True),
-    click.option("--network", type=click.Choice(["host", "bridge", "none"]), help="Network of the build containers."),
+    NETWORK,
     click.option("--frozen", is_flag=True, help="Fail instead of locking when a lock is stale."),
     click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path)),
     click.option("--solver", metavar="PATH"),
@@ -492,13 +497,16 @@ def matrix(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache
 @click.option("--force", is_flag=True, help="Reinstall even when the environment is from the same lock.")
 @click.option("--image", "as_image", is_flag=True, help="Build the target's image instead of a local environment.")
 @click.option("--pull", metavar="REGISTRY", help="With --image: pull REGISTRY/<env>:<tag> instead of building.")
+@BASE_IMAGE
+@BUILDER_IMAGE
+@NETWORK
 @click.option("--frozen", is_flag=True, help="Fail instead of locking when the lock is stale.")
 @click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--solver", metavar="PATH")
 @sources_options
 @JSON
-def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as_image, pull, frozen, lock_root,
-            solver, channel, mirror, pip_index, as_json) -> None:
+def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as_image, pull, base_image,
+            builder_image, network, frozen, lock_root, solver, channel, mirror, pip_index, as_json) -> None:
     """A new team member's path: the local environment of SPEC from its lock, a Jupyter kernel, the smoke
     suite in it, and what to do next (--image: the image and its `docker run` line)."""
     from builder import onboard as path
@@ -508,16 +516,23 @@ def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as
     def echo(line: str) -> None:
         click.echo(line, err=True)
 
-    resolved = resolve_targets(load_spec(spec), (cuda,) if cuda else (), _sources(channel, mirror, pip_index))
+    from builder.image import BuildOptions
+    from builder.target import with_images
+
+    image_only = {"--base-image": base_image, "--builder-image": builder_image, "--network": network}
+    local_only = {"--prefix": prefix, "--name": name, "--kernel-dir": kernel_dir,
+                  "--no-smoke": no_smoke, "--installer": installer != "auto"}
+    misplaced = [flag for flag, value in (local_only if as_image or pull else image_only).items() if value]
+    if misplaced:
+        where = "a local environment, not with --image/--pull" if as_image or pull else "--image builds"
+        raise UsageError(f"{', '.join(misplaced)}: for {where}")
+    env_spec = with_images(load_spec(spec), base_image, builder_image)
+    resolved = resolve_targets(env_spec, (cuda,) if cuda else (), _sources(channel, mirror, pip_index))
     if as_image or pull:
-        local_only = {"--prefix": prefix, "--name": name, "--kernel-dir": kernel_dir,
-                      "--no-smoke": no_smoke, "--installer": installer != "auto"}
-        given = [flag for flag, value in local_only.items() if value]
-        if given:
-            raise UsageError(f"{', '.join(given)}: for a local environment, not with --image/--pull")
         image_result = path.onboard_image(resolved, asked=bool(cuda), pull=pull, lock_root=lock_root,
                                           frozen=frozen, solver=solver, replaced_pip_index=bool(pip_index),
-                                          progress=build_progress, echo=echo)
+                                          options=BuildOptions(network=network), progress=build_progress,
+                                          echo=echo)
         if as_json:
             reports.print_json(image_result.as_dict())
         else:

@@ -40,6 +40,7 @@ from builder.doctor import (
     diagnose,
 )
 from builder.errors import EnvbuildError, UsageError
+from builder.image import BuildOptions
 from builder.lock import conda_tool_on_path, kill_group
 from builder.smoke_runner import SmokeReport, run_local
 from builder.target import Target
@@ -525,7 +526,7 @@ def onboard(targets: Sequence[Target], *, asked: bool, prefix: Path | None = Non
 
 def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = None,
                   lock_root: Path | None = None, frozen: bool = False, solver: str | None = None,
-                  replaced_pip_index: bool = False, progress=None,
+                  replaced_pip_index: bool = False, options: BuildOptions | None = None, progress=None,
                   echo: Callable[[str], None] = lambda line: None) -> ImageOnboardResult:
     """The image path: pull the target's image from a registry, or build it; then how to run it."""
     from contextlib import nullcontext
@@ -539,6 +540,7 @@ def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = 
         return image_result(choice, pull_image(choice.target, pull), "pulled", time.monotonic() - started)
     showing = progress(choice.target.tag) if progress else nullcontext(lambda line: None)
     with showing as on_line:
-        built = build_target_image(choice.target, lock_root=lock_root, relock=not frozen, solver=solver,
-                                   echo=on_line, replaced_pip_index=replaced_pip_index)
+        built = build_target_image(choice.target, lock_root=lock_root, options=options or BuildOptions(),
+                                   relock=not frozen, solver=solver, echo=on_line,
+                                   replaced_pip_index=replaced_pip_index)
     return image_result(choice, built.tags[0], "built", time.monotonic() - started)

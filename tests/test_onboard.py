@@ -374,3 +374,24 @@ def test_image_pulled_from_a_registry_gives_the_docker_run_line(world, tmp_path:
             except docker.errors.ImageNotFound:
                 pass
         client.close()
+
+
+@pytest.mark.docker
+def test_image_built_for_a_newcomer_on_the_world_bases(built, world_env) -> None:
+    from tests.conftest import BUILDER_BASE, RUNTIME_BASE
+
+    done = envbuild("onboard", str(world_env.spec), *world_env.world_args(), "--cuda", "cpu", "--image",
+                    "--base-image", RUNTIME_BASE, "--builder-image", BUILDER_BASE, "--network", "host", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert (result["image"], result["how"]) == (f"{world_env.name}:2.13.0-cpu", "built")
+    assert result["run_command"] == docker_run_line(f"{world_env.name}:2.13.0-cpu", None)
+    assert "--gpus" not in result["run_command"]
+
+
+@unit
+def test_image_build_options_without_image_are_one_usage_line(tmp_path: Path) -> None:
+    done = envbuild("onboard", str(SPEC), "--cuda", "cpu", "--prefix", str(tmp_path / "env"), "--network", "host")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == "Error: --network: for --image builds"
+    assert not (tmp_path / "env").exists()
