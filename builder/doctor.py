@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from builder.compat import CompatData, load_compat, version_tuple
 from builder.gpuinfo import GpuInfo, gpus_from_nvml, gpus_from_smi, nvml_snapshot, rank_by_free_memory
-from builder.image import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
+from builder import proc
+from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
 from builder.target import Target
 from smoke.compat import arch_coverage, parse_major_minor
 from smoke.driver import DriverReading, read_driver
@@ -252,9 +252,8 @@ def _container_toolkit() -> dict[str, str]:
 
 def _version_line(executable: str) -> str:
     try:
-        done = subprocess.run([executable, "--version"], capture_output=True, text=True,
-                              timeout=TOOL_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        done = proc.run([executable, "--version"], timeout=TOOL_TIMEOUT_S, what=executable)
+    except (OSError, proc.ProcessTimeout):
         return ""
     lines = [line.strip() for line in (done.stdout or done.stderr).splitlines() if line.strip()]
     return lines[0] if lines else ""

@@ -5,7 +5,9 @@ No torch here. `pynvml` is imported only when present: images need not carry nvi
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
 
@@ -70,16 +72,40 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
         notes.append("nvidia-smi: not on PATH")
         return None
     try:
-        done = subprocess.run(
-            [executable], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        returncode, stdout, stderr = _run_alone([executable], NVIDIA_SMI_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        notes.append(f"nvidia-smi: no answer in {NVIDIA_SMI_TIMEOUT_S:g} s; it and its children were stopped")
+        return None
+    except OSError as exc:
         notes.append(f"nvidia-smi: {type(exc).__name__}: {exc}")
         return None
-    if done.returncode != 0:
-        notes.append(f"nvidia-smi: exit {done.returncode}: {' '.join((done.stdout + done.stderr).split())[:200]}")
+    if returncode != 0:
+        notes.append(f"nvidia-smi: exit {returncode}: {' '.join((stdout + stderr).split())[:200]}")
         return None
-    parsed = parse_nvidia_smi(done.stdout)
+    parsed = parse_nvidia_smi(stdout)
     if parsed.cuda_version is None:
         notes.append("nvidia-smi: no CUDA version in its header")
     return DriverReading("nvidia-smi", parsed.cuda_version, parsed.driver_version, notes, parsed.gpus)
+
+
+def _run_alone(command: list[str], timeout: float) -> tuple[int, str, str]:
+    """Run in a session of its own, so a timeout stops what it forked too (a hung nvidia-smi leaves a
+    child holding its pipes); output as text whatever bytes a broken driver prints. (The suite runs
+    in images without envbuild, so it cannot use builder.proc.)"""
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException:
+        _kill_group(process.pid)
+        process.communicate()
+        raise
+    _kill_group(process.pid)
+    return process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
