@@ -180,13 +180,30 @@ def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, t
               "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
         )
         for result in results:
-            if result.status == "failed":
-                click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
-            elif result.message:
+            if result.status != "failed" and result.message:
                 click.echo(f"{result.target}: {result.message}", err=True)
-    bad = {"failed"} | ({"stale", "missing"} if check else set())
-    if any(r.status in bad for r in results):
-        raise SystemExit(1)
+            elif "\n" in result.message:  # the solver's explanation: the Error line below sums it up
+                details = result.message.splitlines()
+                click.echo("\n".join(f"{result.target}: {line}" if i == 0 else f"  {line}"
+                                      for i, line in enumerate(details)), err=True)
+    _raise_for_locks(results, check, spec)
+
+
+def _raise_for_locks(results, check: bool, spec: Path) -> None:
+    """One Error line for the first target that failed (or, with --check, is not fresh)."""
+    from builder.errors import EnvbuildError
+    from builder.lock import failure_line
+
+    bad = [r for r in results if r.status == "failed" or (check and r.status in ("stale", "missing"))]
+    if not bad:
+        return
+    first = bad[0]
+    more = f" (and {len(bad) - 1} more target(s), see above)" if len(bad) > 1 else ""
+    if first.status == "failed":
+        raise EnvbuildError(f"{first.target}: lock failed: {failure_line(first.message)}{more}")
+    why = first.message.split(";")[0] if first.message else (
+        "no lockfile yet" if first.status == "missing" else "its inputs changed since it was locked")
+    raise EnvbuildError(f"{first.target}: the lock is {first.status} ({why}); run `envbuild lock {spec}`{more}")
 
 
 BASE_IMAGE = click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
@@ -318,7 +335,8 @@ def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only
           timeout, junit, as_json) -> None:
     """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
     from builder.errors import UsageError
-    from builder.smoke_runner import container_options, image_expectations, run_in_image, run_local
+    from builder.smoke_runner import (check_gpu_request, container_options, image_expectations, run_in_image,
+                                      run_local)
 
     if local == bool(image_name):
         raise UsageError("give an IMAGE to test, or --local for this Python")
@@ -327,13 +345,12 @@ def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only
         title = "smoke: this Python"
     else:
         container = container_options(gpus, shm_size, ulimits)
+        check_gpu_request(container, require_gpus)
         labelled_torch, labelled_cuda = image_expectations(image_name)
         report = run_in_image(image_name, container=container, require_gpus=require_gpus,
                               expect_torch=expect_torch or labelled_torch,
                               expect_cuda=expect_cuda or labelled_cuda, only=only, timeout=timeout)
         title = f"smoke: {image_name}"
-    if junit:
-        reports.write_junit(junit, "envbuild.smoke", report.checks)
     if as_json:
         reports.print_json(report.as_dict())
     else:
@@ -341,6 +358,8 @@ def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only
             click.echo(f"note: {note}", err=True)
         reports.print_table(title, report.TABLE_COLUMNS, report.table_rows())
         click.echo(report.summary_line())
+    if junit:  # after the results are out: a report that cannot be written does not hide them
+        reports.write_junit(junit, "envbuild.smoke", report.checks)
     if report.failed:
         raise SystemExit(1)
 
@@ -452,17 +471,15 @@ def matrix(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache
     exit 1 if anything failed."""
     from builder.matrix import run_matrix
     from builder.progress import build_progress
-    from builder.smoke_runner import container_options
+    from builder.smoke_runner import check_gpu_request, container_options
 
     resolved, options = _build_plan(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache,
                                     image_platform, network, channel, mirror, pip_index)
     container = container_options(gpus, shm_size, ulimits)
+    check_gpu_request(container, require_gpus)
     rows = run_matrix(resolved, lock_root=lock_root, options=options, frozen=frozen, solver=solver,
                       replaced_pip_index=bool(pip_index), container=container, require_gpus=require_gpus,
                       timeout=timeout, progress=build_progress)
-    if junit:
-        reports.write_junit(junit, f"envbuild.matrix.{resolved[0].name}",
-                            [case for row in rows for case in row.junit_cases()])
     if as_json:
         reports.print_json([row.as_dict() for row in rows])
     else:
@@ -476,13 +493,25 @@ def matrix(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache
         for row in rows:
             for note in row.notes:
                 click.echo(f"{row.target}: note: {note}", err=True)
-            if row.error:
+            if row.error and row is not _first_error(rows):
                 click.echo(f"{row.target}: {row.stage} failed: {row.error}", err=True)
             for check in row.checks:
                 if check["status"] == "failed":
                     click.echo(f"{row.target}: {check['name']} failed: {check.get('reason', '')}", err=True)
+    if junit:  # after the results are out: a report that cannot be written does not hide them
+        reports.write_junit(junit, f"envbuild.matrix.{resolved[0].name}",
+                            [case for row in rows for case in row.junit_cases()])
+    failed = _first_error(rows)
+    if failed is not None:
+        from builder.errors import EnvbuildError
+
+        raise EnvbuildError(f"{failed.target}: {failed.stage} failed: {failed.error}")
     if not all(row.ok for row in rows):
         raise SystemExit(1)
+
+
+def _first_error(rows):
+    return next((row for row in rows if row.error), None)
 
 
 @cli.command()

@@ -385,6 +385,33 @@ def _explain_failure(log_text: str) -> str:
     return text or "conda-lock failed without output"
 
 
+# The cause of a failed lock, as a fix: (what the explanation says, what to do). Checked in order.
+FAILURE_FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("did not answer", "cannot reach", "connection", "timed out while", "urlopen error"),
+     "check that the channel is up and reachable (--channel/--mirror give another)"),
+    (("longer than",), "raise --timeout, or pin more packages so the solver has less to try"),
+    (("no candidates were found", "nothing provides", "does not exist", "installation candidates"),
+     "check the package's name and version, or add a channel that has it (--channel)"),
+    (("conflict", "cannot be installed", "unsatisfiable", "cannot solve"),
+     "relax the pins that conflict, or pin versions the channel has together"),
+    (("cannot write", "no space", "read-only"), "free disk space, or lock into a writable folder (--locks)"),
+)
+
+
+def failure_line(message: str) -> str:
+    """A failed lock's explanation as one line: its most telling sentence and a fix."""
+    lines = [line.strip() for line in message.splitlines() if line.strip() and not line.startswith("hint:")]
+    because = next((line.split("because of:", 1)[1].strip() for line in lines if "because of:" in line), None)
+    telling = because or next((line for line in lines if any(
+        marker in line.lower() for markers, _ in FAILURE_FIXES for marker in markers)), None)
+    cause = (telling or (lines[-1] if lines else "conda-lock failed without output")).rstrip(".;")
+    lowered = message.lower()
+    fix = next((fix for markers, fix in FAILURE_FIXES if any(m in lowered for m in markers)),
+               "see conda-lock's explanation above")
+    hint = next((line.removeprefix("hint: ") for line in message.splitlines() if line.startswith("hint:")), None)
+    return f"{cause[:300]}; {hint or fix}"
+
+
 def _pip_hint(target: Target, explanation: str) -> str:
     """Where a pip-side failure points: the index the pip packages were asked from."""
     pip_side = ("SolverProblemError", "ConnectionError", "installation candidates", "PipRepository")
@@ -443,6 +470,7 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
     pending = list(jobs)
     running: dict[int, tuple[_Job, multiprocessing.process.BaseProcess, float]] = {}
     results: dict[str, LockResult] = {}
+    reported: dict[int, int] = {}  # progress lines printed per child
     try:
         with signals_as_interrupt():
             while pending or running:
@@ -451,9 +479,15 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
                     process = context.Process(target=_child_main, args=(job,), daemon=False)
                     process.start()
                     running[process.pid] = (job, process, time.monotonic())
+                    print(f"locking {job.inputs.target.key} ({', '.join(job.inputs.target.platforms)}) "
+                          "with conda-lock ...", file=sys.stderr, flush=True)
                 time.sleep(0.02)
                 for pid, (job, process, started) in list(running.items()):
                     elapsed = time.monotonic() - started
+                    if process.exitcode is None and int(elapsed / PROGRESS_EVERY_S) > reported.get(pid, 0):
+                        reported[pid] = int(elapsed / PROGRESS_EVERY_S)
+                        print(f"still locking {job.inputs.target.key} ({elapsed:.0f} s of at most {timeout:.0f} s)",
+                              file=sys.stderr, flush=True)
                     if process.exitcode is None and elapsed > timeout:
                         kill_group(pid)
                         process.join()
@@ -473,6 +507,56 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
             kill_group(pid)
             process.join()
     return [results[job.inputs.target.key] for job in jobs]
+
+
+CHANNEL_TIMEOUT_ENV = "ENVBUILD_CHANNEL_TIMEOUT"
+CHANNEL_TIMEOUT_S = 30.0
+PROGRESS_EVERY_S = 30.0
+
+
+def channel_timeout() -> float:
+    try:
+        return max(0.1, float(os.environ.get(CHANNEL_TIMEOUT_ENV, CHANNEL_TIMEOUT_S)))
+    except ValueError:
+        return CHANNEL_TIMEOUT_S
+
+
+def probe_sources(target: Target, timeout: float | None = None) -> str | None:
+    """Why a channel or index of `target` cannot serve a lock, found in seconds rather than after
+    conda-lock waited out its own retries; None when every http(s) source answered (any status).
+
+    A server that accepts the connection and then says nothing is the case that kept `lock`
+    silent for minutes: its first response has to arrive within the timeout."""
+    timeout = timeout or channel_timeout()
+    urls = [f"{c.rstrip('/')}/noarch/repodata.json" for c in target.channels if c.startswith(("http://", "https://"))]
+    if target.pip_index and target.pip_index.startswith(("http://", "https://")):
+        urls.append(target.pip_index)
+    for url in urls:
+        problem = _probe(url, timeout)
+        if problem:
+            return problem
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _probe(url: str, timeout: float) -> str | None:
+    import urllib.error
+    import urllib.request
+
+    shown = url.rsplit("/noarch/", 1)[0]
+    silent = f"{shown} accepted the connection but did not answer within {timeout:g} s ({CHANNEL_TIMEOUT_ENV} sets the wait)"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout):
+            return None  # the status line and headers arrived: it answers
+    except urllib.error.HTTPError:
+        return None  # it answered, with a status conda-lock explains if it matters
+    except TimeoutError:
+        return silent
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            return silent
+        return f"cannot reach {shown} ({reason})"
 
 
 def _finish(job: _Job, exitcode: int, elapsed: float) -> LockResult:
@@ -529,6 +613,10 @@ def lock_targets(
                                                      input_hash=inputs.input_hash,
                                                      torch_builds=info.torch_builds,
                                                      package_counts=info.package_counts)
+                    continue
+                unreachable = probe_sources(target)
+                if unreachable:
+                    results[target.key] = LockResult(target.key, "failed", folder / LOCK_FILE, message=unreachable)
                     continue
                 solver_path = solver_path or find_solver(solver)
                 job = _Job(inputs, folder, solver_path, tuple(update), scratch / target.key)

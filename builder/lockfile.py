@@ -64,12 +64,13 @@ class CondaLock(BaseModel):
 
 def read_lock(path: Path) -> CondaLock:
     """Parse a conda-lock.yml; anything unreadable is one clear line, never a traceback."""
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except OSError as exc:
-        raise EnvbuildError(f"{path}: cannot read the lockfile ({exc.strerror}); run `envbuild lock`") from None
-    except yaml.YAMLError:
-        raise EnvbuildError(f"{path}: not valid YAML, the lockfile is corrupted; run `envbuild lock --force`") from None
+    from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, read_yaml
+
+    if not path.is_file():
+        raise EnvbuildError(f"{path}: cannot read the lockfile (no such file); run `envbuild lock`")
+    data = read_yaml(path, "lockfile", EnvbuildError, "the lockfile is corrupted; run `envbuild lock --force`",
+                     limit=MAX_LOCK_BYTES, loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+                     max_nodes=MAX_EXPANDED_NODES)
     try:
         lock = CondaLock.model_validate(data)
     except ValidationError as exc:

@@ -11,7 +11,7 @@ from builder.context import make_context
 from builder.errors import EnvbuildError
 from builder.image import BuildOptions, ImageResult, build_image, push_image
 from builder.proc import owned_name, remove_stale_folders
-from builder.lock import LOCK_FILE, check_targets, default_lock_dir, lock_targets
+from builder.lock import LOCK_FILE, check_targets, default_lock_dir, failure_line, lock_targets
 from builder.target import Target
 
 CONTEXT_PREFIX = "envbuild-context"
@@ -27,7 +27,7 @@ def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: st
         raise EnvbuildError(f"{target.key}: the lock is {status}; run `envbuild lock` first (or drop --frozen)")
     result = lock_targets([target], lock_root=lock_root, solver=solver, replaced_pip_index=replaced_pip_index)[0]
     if result.status == "failed":
-        raise EnvbuildError(f"{target.key}: lock failed: {result.message}")
+        raise EnvbuildError(f"{target.key}: lock failed: {failure_line(result.message)}")
     return result.path
 
 

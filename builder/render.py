@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -276,8 +277,39 @@ def _ca_files(target: Target) -> tuple[Path, ...]:
         path = (base / name).resolve()
         if not path.is_file():
             raise UsageError(f"{target.spec.source}: ca_certificates: {name!r} does not exist")
+        check_ca_file(path, name)
         files.append(path)
     return tuple(files)
+
+
+PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\s+([A-Za-z0-9+/=\s]+?)-----END CERTIFICATE-----")
+MAX_CA_BYTES = 4 * 1024 * 1024
+
+
+def check_ca_file(path: Path, shown: str) -> None:
+    """Only PEM certificates go into an image: never a private key (it would ship in every layer
+    copy of the image), a DER file or anything else someone pointed --ca-cert at by mistake."""
+    import base64
+    import binascii
+
+    from builder.errors import UsageError
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CA_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"{shown}: cannot read the CA file ({exc.strerror})") from None
+    if b"PRIVATE KEY-----" in data:
+        raise UsageError(f"{shown}: holds a private key; give only the CA's certificate (never ship a key in an image)")
+    blocks = PEM_CERTIFICATE.findall(data)
+    if len(data) > MAX_CA_BYTES or not blocks:
+        raise UsageError(f"{shown}: not a PEM CA certificate (no -----BEGIN CERTIFICATE----- block); convert it "
+                         "with `openssl x509 -inform der -in FILE -out FILE.crt`")
+    for block in blocks:
+        try:
+            base64.b64decode(b"".join(block.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise UsageError(f"{shown}: a certificate block is not valid base64; give the CA's PEM file") from None
 
 
 @contextmanager
@@ -286,6 +318,7 @@ def atomic_directory(out: Path) -> Iterator[Path]:
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        staging.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would make the rendered folder private
         yield staging
         if out.exists():
             previous = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -314,7 +347,19 @@ def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] 
         destination.write_bytes(data)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def render_to(rendered: RenderedEnv, out: Path) -> Path:
-    with atomic_directory(out) as staging:
-        write_context(rendered, staging)
+    from builder.errors import EnvbuildError
+
+    try:
+        with atomic_directory(out) as staging:
+            write_context(rendered, staging)
+    except OSError as exc:
+        raise EnvbuildError(f"{out}: cannot write the rendered files ({exc.strerror or exc}); nothing was "
+                            "changed there; free disk space or choose another --out") from None
     return out

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.errors import UsageError
+from builder.errors import EnvbuildError, UsageError
 from builder.render import docker_str, render_target, render_to
 from builder.spec import load_spec, parse_spec
 from builder.target import resolve_targets
@@ -81,7 +81,9 @@ def test_dockerfile_shape() -> None:
 
 
 def test_ca_certificates_go_into_both_stages(tmp_path: Path) -> None:
-    (tmp_path / "corp.crt").write_text("not a real certificate, only a file to copy\n")
+    # PEM-shaped (envbuild accepts only certificate blocks), not a real certificate
+    (tmp_path / "corp.crt").write_text("-----BEGIN CERTIFICATE-----\nZW52YnVpbGQgdGVzdCwgbm90IGEgY2VydGlmaWNhdGU=\n"
+                                       "-----END CERTIFICATE-----\n")
     spec_file = tmp_path / "team.yaml"
     spec_file.write_text(yaml.safe_dump({
         "name": "team-vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
@@ -132,7 +134,7 @@ def test_render_is_atomic(tmp_path: Path, monkeypatch) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr("builder.render.shutil.copytree", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(EnvbuildError, match="cannot write the rendered files"):
         render_to(rendered, tmp_path / "ctx")
     assert (out / "Dockerfile").read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["ctx"]
