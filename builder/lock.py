@@ -28,7 +28,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import filelock
 import yaml
 from pydantic import BaseModel
 
@@ -235,30 +234,64 @@ def summarize(lock: CondaLock) -> tuple[dict[str, str], dict[str, int]]:
 def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
     """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work.
 
-    Folders it had to create are removed again when nothing was written into them (a first lock
-    that failed leaves no empty lock folder behind)."""
+    The guard file goes away with its last holder, and folders this run had to create go too when
+    nothing was written into them: a lock run leaves only locks in the user's folder."""
     created = _missing_ancestors(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        guard = filelock.FileLock(str(folder / GUARD_FILE))
-        guard.acquire(timeout=0)
-    except filelock.Timeout:
-        print(f"waiting for another envbuild lock on {folder} ...", file=sys.stderr)
-        try:
-            guard.acquire(timeout=timeout)
-        except filelock.Timeout:
-            raise EnvbuildError(f"{folder}: another envbuild lock held it for {timeout:.0f} s; try again") from None
+        handle = _acquire_guard(folder / GUARD_FILE, timeout)
     except OSError as exc:
         _remove_empty(created)
         raise EnvbuildError(f"{exc.filename or folder}: cannot write locks there ({exc.strerror or exc}); "
                             "choose a writable folder with --locks, or fix its permissions") from None
+    except BaseException:
+        _remove_empty(created)
+        raise
     try:
         yield
     finally:
-        if created and all(entry.name == GUARD_FILE for entry in folder.iterdir()):
-            (folder / GUARD_FILE).unlink(missing_ok=True)
-        guard.release()
+        _release_guard(folder / GUARD_FILE, handle)
         _remove_empty(created)
+
+
+def _acquire_guard(path: Path, timeout: float) -> int:
+    """An exclusive flock on `path`, on the file that is at `path` now: its last holder unlinks it,
+    so one who waited on the unlinked file tries again on the new one."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout
+    waiting = False
+    while True:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            if not waiting:
+                print(f"waiting for another envbuild lock on {path.parent} ...", file=sys.stderr)
+                waiting = True
+            if time.monotonic() > deadline:
+                raise EnvbuildError(f"{path.parent}: another envbuild lock held it for {timeout:.0f} s; "
+                                    "try again") from None
+            time.sleep(0.1)
+            continue
+        except BaseException:
+            os.close(handle)
+            raise
+        try:
+            if os.stat(path).st_ino == os.fstat(handle).st_ino:
+                return handle
+        except FileNotFoundError:
+            pass
+        os.close(handle)
+
+
+def _release_guard(path: Path, handle: int) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only folder after all: the file stays, the lock still ends with the close
+    os.close(handle)
 
 
 def _missing_ancestors(folder: Path) -> list[Path]:
@@ -400,6 +433,8 @@ FAILURE_FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
 
 def failure_line(message: str) -> str:
     """A failed lock's explanation as one line: its most telling sentence and a fix."""
+    if "\n" not in message and "; " in message:
+        return message  # envbuild's own message: already a cause and a fix
     lines = [line.strip() for line in message.splitlines() if line.strip() and not line.startswith("hint:")]
     because = next((line.split("because of:", 1)[1].strip() for line in lines if "because of:" in line), None)
     telling = because or next((line for line in lines if any(
@@ -441,6 +476,7 @@ def _commit(job: _Job) -> LockResult:
         virtual_packages=job.inputs.virtual_packages, solver=job.solver.name,
         lockfile_sha256=lockfile_sha256(produced), torch_builds=builds, package_counts=counts,
     )
+    created = not job.folder.exists()
     job.folder.mkdir(parents=True, exist_ok=True)
     remove_stale_folders(job.folder, STAGED_PREFIX)
     staged_lock = job.folder / f"{owned_name(STAGED_PREFIX)}{LOCK_FILE}"
@@ -458,6 +494,8 @@ def _commit(job: _Job) -> LockResult:
     finally:
         staged_lock.unlink(missing_ok=True)
         staged_info.unlink(missing_ok=True)
+        if created:
+            _remove_empty([job.folder])
     return LockResult(target.key, "locked", job.folder / LOCK_FILE, input_hash=info.input_hash,
                       torch_builds=builds, package_counts=counts)
 

@@ -15,6 +15,14 @@ from smoke.compat import driver_cuda_from_nvml
 from smoke.nvsmi import SmiGpu, parse_nvidia_smi
 
 NVIDIA_SMI_TIMEOUT_S = 30.0
+NVIDIA_SMI_TIMEOUT_ENV = "ENVBUILD_NVIDIA_SMI_TIMEOUT"  # a hung driver costs this long (tests shorten it)
+
+
+def _smi_timeout() -> float:
+    try:
+        return max(0.1, float(os.environ.get(NVIDIA_SMI_TIMEOUT_ENV, NVIDIA_SMI_TIMEOUT_S)))
+    except ValueError:
+        return NVIDIA_SMI_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -72,9 +80,9 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
         notes.append("nvidia-smi: not on PATH")
         return None
     try:
-        returncode, stdout, stderr = _run_alone([executable], NVIDIA_SMI_TIMEOUT_S)
+        returncode, stdout, stderr = _run_alone([executable], _smi_timeout())
     except subprocess.TimeoutExpired:
-        notes.append(f"nvidia-smi: no answer in {NVIDIA_SMI_TIMEOUT_S:g} s; it and its children were stopped")
+        notes.append(f"nvidia-smi: no answer in {_smi_timeout():g} s; it and its children were stopped")
         return None
     except OSError as exc:
         notes.append(f"nvidia-smi: {type(exc).__name__}: {exc}")
