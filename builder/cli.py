@@ -165,7 +165,7 @@ def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, t
     env_spec = with_images(load_spec(spec), base_image)
     resolved = resolve_targets(env_spec, cuda, _sources(channel, mirror, pip_index), platforms)
     if check:
-        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=bool(pip_index))
+        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=bool(pip_index), solver=solver)
     else:
         results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
                                parallel=jobs, timeout=timeout, replaced_pip_index=bool(pip_index))
