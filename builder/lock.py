@@ -31,6 +31,7 @@ import yaml
 from pydantic import BaseModel
 
 from builder import __version__
+from builder.cuda_builds import mixed_cuda_builds
 from builder.errors import EnvbuildError
 from builder.lock_inputs import (
     OWN_SOLVER,
@@ -313,11 +314,24 @@ def _prepare(job: _Job, existing: Path) -> None:
         shutil.copyfile(existing, job.work / LOCK_FILE)
 
 
+def refuse_mixed_cuda(lock: CondaLock, target: Target) -> None:
+    """A lock whose torch, torchvision, ... are not all built for the target's CUDA is refused
+    before anything is written: a valid solve, but not an environment that loads one CUDA runtime."""
+    expected = {p: target.cuda if target.uses_cuda_on(p) else None for p in lock.metadata.platforms}
+    problems = mixed_cuda_builds(lock, expected)
+    if problems:
+        raise EnvbuildError(f"{target.key}: not one CUDA build, so no lockfile was written: "
+                            + "; ".join(problems)
+                            + ". Pin those packages' builds in the spec (name=version=cudaXYZ*) or drop them")
+
+
 def _commit(job: _Job) -> LockResult:
     """Validate the new lockfile, then rename it and its info into place (old lock kept until then)."""
     produced = job.work / LOCK_FILE
-    builds, counts = summarize(read_lock(produced))
+    lock = read_lock(produced)
     target = job.inputs.target
+    refuse_mixed_cuda(lock, target)
+    builds, counts = summarize(lock)
     info = LockInfo(
         envbuild_version=__version__, input_hash=job.inputs.input_hash, env=target.name,
         target=target.key, torch=target.torch, cuda=target.cuda, platforms=list(target.platforms),

@@ -278,3 +278,22 @@ def test_lock_stays_fresh_for_edits_the_solve_does_not_read_and_says_why_it_is_s
     human = envbuild("lock", str(spec), "--channel", CHANNEL, "--locks", str(locks), "--check", cwd=tmp_path)
     assert human.returncode == 1
     assert "cuda12.9: stale: dependencies changed: removed numpy; added numpy=2.3.5" in human.stderr
+
+
+def test_torchvision_gets_torchs_cuda_build_and_a_mixed_lock_is_refused(world, tmp_path: Path) -> None:
+    locks = tmp_path / "locks"
+    done = envbuild(*lock_args(locks, "--cuda", "12.9"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lock = read_lock(locks / "cuda12.9" / "conda-lock.yml")
+    # the world's cuda126 torchvision also accepts cuda-version 12.9 and used to win
+    assert lock.find("torchvision", "linux-64").build.startswith("cuda129_")
+    assert lock.find("pytorch", "linux-64").build.startswith("cuda129_")
+    # a spec that names another CUDA build for torchvision itself: the solve works, the lock is refused
+    spec = write_spec(tmp_path, "mixed-cuda", "torch: '2.13.0'\nplatforms: [linux-64]\ntargets: [{cuda: '12.9'}]\n"
+                      "conda: ['torchvision=0.28.0=cuda126*']\n")
+    mixed = envbuild("lock", str(spec), "--channel", CHANNEL, "--locks", str(tmp_path / "mixed"), cwd=tmp_path)
+    assert mixed.returncode == 1
+    assert "not one CUDA build, so no lockfile was written" in mixed.stderr
+    assert "torchvision 0.28.0 cuda126_py311_" in mixed.stderr and "(CUDA 12.6)" in mixed.stderr
+    assert "Traceback" not in mixed.stderr
+    assert not (tmp_path / "mixed" / "cuda12.9" / "conda-lock.yml").exists()
