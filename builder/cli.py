@@ -9,7 +9,6 @@ import click
 from builder import __version__
 from builder import reports
 from builder.lint import lint_spec
-from builder.render import render_target, render_to
 from builder.spec import load_spec
 from builder.target import Sources, resolve_targets
 
@@ -72,33 +71,6 @@ def target_summary(target) -> dict:
 
 @cli.command()
 @SPEC
-@CUDA
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
-@JSON
-def render(spec: Path, cuda: tuple[str, ...], out: Path | None, as_json: bool) -> None:
-    """Render environment.yml, the Dockerfile and the build context of each target."""
-    env_spec = load_spec(spec)
-    resolved = resolve_targets(env_spec, cuda)
-    written = []
-    for target in resolved:
-        if out is None:
-            folder = Path("build") / target.name / target.key
-        elif len(resolved) == 1:
-            folder = out
-        else:
-            folder = out / target.key
-        render_to(render_target(target), folder)
-        written.append({"target": target.key, "path": str(folder)})
-    if as_json:
-        reports.print_json(written)
-    else:
-        for item in written:
-            click.echo(f"{item['target']}: {item['path']}")
-
-
-@cli.command()
-@SPEC
 @JSON
 def lint(spec: Path, as_json: bool) -> None:
     """Check SPEC against the seeds' advice; exit 1 when an error is found."""
@@ -137,6 +109,45 @@ def sources_options(function):
     for option in reversed(SOURCES):
         function = option(function)
     return function
+
+
+@cli.command()
+@SPEC
+@CUDA
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
+@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder of the locks (default: <spec folder>/<env>/locks).")
+@click.option("--platform", "image_platform", default="linux/amd64", show_default=True,
+              help="Image platform whose locked packages the build context installs.")
+@sources_options
+@JSON
+def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path | None, image_platform: str,
+           channel, mirror, pip_index, as_json: bool) -> None:
+    """Write each target's build context (Dockerfile, install plan from its lock, installer, smoke suite).
+
+    `docker build OUT` builds it with any engine. Without a fresh lock only environment.yml and the
+    Dockerfile are written. A folder is replaced only when envbuild wrote it and nobody changed it."""
+    from builder.context import render_context
+
+    resolved = resolve_targets(load_spec(spec), cuda, _sources(channel, mirror, pip_index))
+    written = []
+    for target in resolved:
+        if out is None:
+            folder = Path("build") / target.name / target.key
+        elif len(resolved) == 1:
+            folder = out
+        else:
+            folder = out / target.key
+        written.append(render_context(target, folder, lock_root=lock_root, replaced_pip_index=bool(pip_index),
+                                      image_platform=image_platform))
+    if as_json:
+        reports.print_json([item.as_dict() for item in written])
+        return
+    for item in written:
+        click.echo(f"{item.target}: {item.path}" + ("" if item.buildable else " (not buildable)"))
+        if item.note:
+            click.echo(f"{item.target}: {item.note}", err=True)
 
 
 @cli.command()

@@ -9,12 +9,9 @@ the NVIDIA variables, the environment) before what changes often (the smoke suit
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -293,25 +290,6 @@ def _ca_files(target: Target) -> tuple[Path, ...]:
     return tuple(files)
 
 
-@contextmanager
-def atomic_directory(out: Path) -> Iterator[Path]:
-    """Write into a temporary sibling folder and rename it into place only when all of it worked."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        yield staging
-        if out.exists():
-            previous = out.with_name(f".{out.name}.old-{os.getpid()}")
-            out.rename(previous)
-            staging.rename(out)
-            shutil.rmtree(previous, ignore_errors=True)
-        else:
-            staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
 def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] = {}) -> None:
     """Lay out a build context: Dockerfile, environment.yml, smoke suite, CA files, extra files."""
     for name, text in rendered.files().items():
@@ -328,6 +306,7 @@ def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] 
 
 
 def render_to(rendered: RenderedEnv, out: Path) -> Path:
-    with atomic_directory(out) as staging:
-        write_context(rendered, staging)
-    return out
+    """The rendered files alone (no lock yet): into a new folder, or one envbuild wrote before."""
+    from builder.generated_files import write_owned_folder
+
+    return write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")
