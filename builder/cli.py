@@ -8,6 +8,7 @@ import click
 
 from builder import __version__
 from builder import reports
+from builder.errors import EnvbuildError, UsageError
 from builder.lint import lint_spec
 from builder.render import render_target, render_to
 from builder.spec import load_spec
@@ -19,7 +20,25 @@ CUDA = click.option("--cuda", "cuda", multiple=True, metavar="X.Y|cpu",
                     help="Only this CUDA target (repeatable); default: every target of the spec.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LibraryErrorShown(click.ClickException):
+    """A library error as click shows it: `Error: <message>` on stderr, the error's own exit code."""
+
+    def __init__(self, error: EnvbuildError) -> None:
+        super().__init__(error.message)
+        self.exit_code = error.exit_code
+
+
+class EnvbuildGroup(click.Group):
+    """The one place where library errors become an `Error:` line and an exit code (no traceback)."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except EnvbuildError as error:
+            raise LibraryErrorShown(error) from None
+
+
+@click.group(cls=EnvbuildGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="envbuild")
 def cli() -> None:
     """Reproducible PyTorch-CUDA environments: render, lock, build and smoke-test one image per CUDA target."""
@@ -115,8 +134,6 @@ def lint(spec: Path, as_json: bool) -> None:
 
 
 def _sources(channel: tuple[str, ...], mirror: tuple[str, ...], pip_index: str | None):
-    from builder.errors import UsageError
-
     mirrors = []
     for item in mirror:
         name, sep, url = item.partition("=")
@@ -219,7 +236,6 @@ def build_options(function):
 def _build_plan(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache, image_platform,
                 network, channel, mirror, pip_index):
     """The targets to build and how: what `image` and `matrix` share."""
-    from builder.errors import UsageError
     from builder.image import BuildOptions
     from builder.target import with_ca_certificates, with_images
 
@@ -244,7 +260,6 @@ def _build_plan(spec, cuda, base_image, builder_image, ca_certs, build_args, no_
 def image(spec, cuda, all_targets, push, base_image, builder_image, ca_certs, build_args, no_cache,
           image_platform, network, frozen, lock_root, solver, channel, mirror, pip_index, as_json) -> None:
     """Build one PyTorch-CUDA image per target through the Docker SDK."""
-    from builder.errors import UsageError
     from builder.pipeline import build_target_image
     from builder.progress import build_progress
 
@@ -316,7 +331,6 @@ def smoke_options(function):
 def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only, shm_size, ulimits,
           timeout, junit, as_json) -> None:
     """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
-    from builder.errors import UsageError
     from builder.smoke_runner import container_options, image_expectations, run_in_image, run_local
 
     if local == bool(image_name):
@@ -510,7 +524,6 @@ def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as
     """A new team member's path: the local environment of SPEC from its lock, a Jupyter kernel, the smoke
     suite in it, and what to do next (--image: the image and its `docker run` line)."""
     from builder import onboard as path
-    from builder.errors import UsageError
     from builder.progress import build_progress
 
     def echo(line: str) -> None:
