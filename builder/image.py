@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from builder.context import BuildContext
-from builder.errors import EnvbuildError
+from builder.errors import EnvbuildError, UsageError
 
 LOG_TAIL = 30
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -33,6 +33,17 @@ class BuildOptions:
     pull: bool = False
     source: str = ""  # org.opencontainers.image.source
     revision: str = ""
+
+
+def parse_build_args(items: Iterable[str]) -> dict[str, str]:
+    """`--build-arg KEY=VALUE` items as a dict, or a one-line UsageError."""
+    args = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--build-arg {item!r}: write KEY=VALUE")
+        args[key] = value
+    return args
 
 
 @dataclass
