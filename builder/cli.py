@@ -361,6 +361,8 @@ def doctor(spec: Path | None, as_json: bool) -> None:
         if report.host.gpus:
             reports.print_table("GPUs, most free memory first",
                                 ["index", "name", "arch", "free", "total", "util", "UUID / bus"], report.gpu_rows())
+        if report.process_rows():
+            reports.print_table("GPU processes", ["GPU", "PID", "name", "memory"], report.process_rows())
         problems = report.problem_rows()
         if problems:
             reports.print_table("problems", ["level", "what", "problem", "fix"], problems)

@@ -87,7 +87,9 @@ class HostFacts:
             "container_toolkit": {"executables": self.container_toolkit,
                                   "engine_runtimes": list(self.engine.runtimes)},
             "driver": {"source": driver.source, "version": driver.driver_version, "cuda": driver.cuda_text,
+                       "nvidia_smi_version": driver.smi_version, "nvidia_smi_failure": driver.smi_failure,
                        "notes": list(driver.notes)},
+            "processes": [asdict(process) for process in driver.smi_processes],
             "gpus": [gpu.as_dict() for gpu in self.gpus],
             "cuda_visible_devices": self.cuda_visible_devices,
             "cuda_device_order": self.cuda_device_order,
@@ -191,6 +193,11 @@ class DoctorReport:
         return [[str(gpu.index), gpu.name, gpu.sm or "?", _gib(gpu.memory_free), _gib(gpu.memory_total),
                  "?" if gpu.utilization is None else f"{gpu.utilization}%", gpu.uuid or gpu.bus_id or ""]
                 for gpu in self.host.gpus]
+
+    def process_rows(self) -> list[list[str]]:
+        """GPU processes nvidia-smi listed (none inside most containers: another PID namespace)."""
+        return [[str(p.gpu) if p.gpu is not None else (p.gpu_uuid or "?"), str(p.pid), p.name,
+                 "?" if p.memory_mib is None else f"{p.memory_mib} MiB"] for p in self.host.driver.smi_processes]
 
     def problem_rows(self) -> list[list[str]]:
         return [[f.level, f.subject, f.message, f.fix or ""] for f in self.findings if f.level in NEEDS_FIX]
@@ -310,24 +317,42 @@ def _engine_findings(facts: HostFacts) -> list[HostCheck]:
     return [HostCheck(OK, "Docker engine", f"Docker {engine.version} answers at {engine.address}")]
 
 
+# What to do about each way nvidia-smi says it cannot read the GPUs (smoke.nvsmi.FAILURES).
+SMI_FAILURE_FIX = {
+    "no-driver": "install the NVIDIA driver (WSL2: the Windows driver only; a container: start it with `--gpus all`)",
+    "driver-library-mismatch": "reboot, or reload the nvidia kernel modules, so the module matches the driver's "
+                               "libraries",
+    "insufficient-permissions": "give this user access to /dev/nvidia* (rootless containers: generate a CDI spec "
+                                "with `nvidia-ctk cdi generate`)",
+    "no-devices": "see `dmesg | grep NVRM`: the driver initialised no GPU (a GPU this driver does not support, "
+                  "BIOS settings, or MIG mode without instances)",
+    "nvml-failed": "see `dmesg | grep NVRM` and reinstall the NVIDIA driver",
+}
+
+
 def _driver_findings(facts: HostFacts) -> list[HostCheck]:
     driver = facts.driver
     if not facts.has_driver:
         why = "; ".join(driver.notes) or "neither NVML nor nvidia-smi answered"
-        return [HostCheck(MISSING, "NVIDIA driver", f"no NVIDIA driver answered ({why})",
-                        "CPU targets run here; for CUDA targets install the NVIDIA driver or use a GPU host")]
+        fix = SMI_FAILURE_FIX.get(driver.smi_failure or "",
+                                  "CPU targets run here; for CUDA targets install the NVIDIA driver or use a GPU host")
+        return [HostCheck(MISSING, "NVIDIA driver", f"no NVIDIA driver answered ({why})", fix)]
     if driver.cuda is None:
         findings = [HostCheck(INFO, "NVIDIA driver", f"driver {driver.driver_version} does not report its CUDA "
                                                    "version; verdicts use the driver version alone")]
     else:
         findings = [HostCheck(OK, "NVIDIA driver", f"driver {driver.driver_version}, CUDA {driver.cuda_text}")]
+    if driver.smi_version and driver.driver_version and driver.smi_version != driver.driver_version:
+        findings.append(HostCheck(INFO, "NVIDIA driver", f"nvidia-smi {driver.smi_version} reports driver "
+                                                         f"{driver.driver_version} (WSL2: the Windows driver counts)"))
     if not facts.gpus:
         findings.append(HostCheck(MISSING, "GPUs", "the driver answers but lists no GPU",
                                 "check `nvidia-smi` (in a container: start it with `--gpus all`)"))
     unknown = [gpu for gpu in facts.gpus if gpu.capability is None]
     if unknown:
         findings.append(HostCheck(INFO, "GPUs", f"GPU {_indices(unknown)}: compute capability unknown (NVML did not "
-                                              "answer; nvidia-smi's table does not show it): arch lists not checked"))
+                                              "answer; nvidia-smi's table does not show it and drivers before 510 "
+                                              "cannot be asked): arch lists not checked"))
     return findings
 
 
@@ -394,7 +419,15 @@ def _judge(facts: HostFacts, target: Target, targets: list[Target],
         if alternatives:
             driver_finding = HostCheck(driver_finding.level, driver_finding.subject, driver_finding.message,
                                      f"{driver_finding.fix}, or use target {alternatives}")
-    arch_findings = _arch_findings(facts.gpus, target, targets, drivers, driver_word, compat)
+    arch_findings = _arch_findings(facts.gpus, target, targets, drivers, driver_word, compat, facts.driver)
+    arch_missing = any(f.level == FAIL for f in arch_findings)
+    if driver_word == NEEDS_NEWER_DRIVER and arch_missing:
+        # A newer driver cannot add kernels the build lacks (a Pascal/Volta GPU and a CUDA 13 build):
+        # telling the user to update would send them the wrong way.
+        driver_finding = HostCheck(INFO, driver_finding.subject,
+                                   f"{driver_finding.message}; a newer driver would not help, the build has no "
+                                   "kernels for this GPU")
+        return verdict(ARCH_NOT_IN_BUILD, driver_finding, *arch_findings)
     findings = (driver_finding, *arch_findings)
     if driver_word == NEEDS_NEWER_DRIVER:
         return verdict(NEEDS_NEWER_DRIVER, *findings)
@@ -454,7 +487,8 @@ def _runnable_alternatives(target: Target, drivers: dict[str, tuple[str, HostChe
 
 
 def _arch_findings(gpus: tuple[GpuInfo, ...], target: Target, targets: list[Target],
-                   drivers: dict[str, tuple[str, HostCheck]], driver_word: str, compat: CompatData) -> list[HostCheck]:
+                   drivers: dict[str, tuple[str, HostCheck]], driver_word: str, compat: CompatData,
+                   driver: DriverReading | None = None) -> list[HostCheck]:
     if not any(gpu.capability for gpu in gpus):
         return []  # no GPU, or none whose capability is known (a host finding says so)
     if not target.archs:
@@ -469,7 +503,7 @@ def _arch_findings(gpus: tuple[GpuInfo, ...], target: Target, targets: list[Targ
                 FAIL, "archs",
                 f"{which} is not in torch {target.torch}'s CUDA {target.cuda} build ({' '.join(target.archs)}): "
                 "'no kernel image is available for execution on the device'",
-                _arch_fix(capability, group[0].sm or "", target, targets, drivers, compat)))
+                _arch_fix(capability, group[0].sm or "", target, targets, drivers, compat, driver)))
         elif coverage.how == "ptx-jit" and driver_word == MINOR_COMPAT:
             findings.append(HostCheck(
                 FAIL, "archs",
@@ -481,6 +515,15 @@ def _arch_findings(gpus: tuple[GpuInfo, ...], target: Target, targets: list[Targ
         else:
             findings.append(HostCheck(OK, "archs", f"{which}: {coverage.message}"))
     return findings
+
+
+def _driver_runs(driver: DriverReading | None, cuda: str, compat: CompatData) -> bool:
+    if driver is None or (driver.cuda is None and driver.driver_version is None):
+        return True  # nothing known about the driver: no reason to rule the build out
+    if driver.cuda is not None:
+        return version_tuple(cuda)[:2] <= driver.cuda
+    toolkit = compat.toolkit(cuda)
+    return toolkit is None or _at_least(driver.driver_version or "0", toolkit.full_compat_driver)
 
 
 def _same_gpus(gpus: tuple[GpuInfo, ...]) -> dict[tuple[str, tuple[int, int]], list[GpuInfo]]:
@@ -496,16 +539,18 @@ def _indices(gpus: list[GpuInfo]) -> str:
 
 
 def _arch_fix(capability: tuple[int, int], sm: str, target: Target, targets: list[Target],
-              drivers: dict[str, tuple[str, HostCheck]], compat: CompatData) -> str:
+              drivers: dict[str, tuple[str, HostCheck]], compat: CompatData,
+              driver: DriverReading | None = None) -> str:
     """Another target of the spec with kernels for this GPU, else the build in the data that has them."""
     covering = [t.key for t in targets if t.cuda and t.key != target.key and t.archs
                 and arch_coverage(t.archs, capability).covered
                 and drivers.get(t.key, (RUNS, None))[0] != NEEDS_NEWER_DRIVER]
     if covering:
         return f"use target {covering[0]} (its build has {sm} kernels)"
-    builds = [(release.line, cuda) for release in compat.releases()
+    # Only released torch (not a projection) and a CUDA this host's driver runs.
+    builds = [(release.line, cuda) for release in compat.releases() if release.confidence != "projected"
               for cuda in sorted(release.archs, key=version_tuple)
-              if arch_coverage(release.archs[cuda], capability).covered]
+              if arch_coverage(release.archs[cuda], capability).covered and _driver_runs(driver, cuda, compat)]
     if not builds:
         return f"no torch build in envbuild's data has {sm} kernels: build torch from source for it"
     same_line = [build for build in builds if build[0] == target.release.line]
