@@ -17,11 +17,11 @@ from typing import Any
 
 from builder.compat import CompatData, load_compat, version_tuple
 from builder.findings import Finding, Severity, sort_findings
-from builder.gpuinfo import GpuInfo, gpus_from_nvml, gpus_from_smi, nvml_snapshot, rank_by_free_memory
+from builder.gpuinfo import GpuInfo, read_host_gpus
 from builder.image import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
 from builder.target import Target
 from smoke.compat import arch_coverage, parse_major_minor
-from smoke.driver import DriverReading, read_driver
+from smoke.driver import DriverReading
 
 ENGINE_TIMEOUT_S = 10.0
 TOOL_TIMEOUT_S = 10.0
@@ -225,16 +225,14 @@ def _gib(size: int | None) -> str:
 # --- gathering (the only part that touches the host) --------------------------------------------
 
 def gather_host_facts(engine_timeout: float = ENGINE_TIMEOUT_S) -> HostFacts:
-    driver = read_driver()
-    snapshot = nvml_snapshot()
-    gpus = gpus_from_nvml(snapshot) if snapshot is not None else gpus_from_smi(driver.smi_gpus)
+    driver, gpus = read_host_gpus()
     return HostFacts(
         os=_os_name(),
         python=f"{platform.python_implementation()} {platform.python_version()}",
         engine=_engine_facts(engine_timeout),
         container_toolkit=_container_toolkit(),
         driver=driver,
-        gpus=tuple(rank_by_free_memory(gpus)),
+        gpus=tuple(gpus),
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"),
     )

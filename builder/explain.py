@@ -267,17 +267,19 @@ def _arch_not_in_build(hit: Hit, context: ExplainContext) -> tuple[str, str]:
 @refines("explain.cuda.no-kernel-image")
 def _no_kernel_image(hit: Hit, context: ExplainContext) -> tuple[str, str]:
     message = hit.text(hit.rule.message) + _host_gpu_words(context)
-    fixes = []
-    for gpu in context.gpus:
-        if gpu.capability is None:
-            continue
-        targets, build = _builds_with_kernels(gpu.capability, context)
+    # Which GPU: this host's (when read), else the one torch's sm_XX warning in the same log names.
+    named = [(gpu.name, gpu.sm or "", gpu.capability) for gpu in context.gpus if gpu.capability]
+    warned = re.search(r"([A-Za-z][^\n:]*?) with CUDA capability (sm_\d+) is not compatible", context.text)
+    if not named and warned and capability_of(warned.group(2)):
+        named = [(warned.group(1), warned.group(2), capability_of(warned.group(2)))]
+    for name, sm, capability in named[:1]:
+        assert capability is not None
+        targets, build = _builds_with_kernels(capability, context)
         if targets:
-            fixes.append(f"use target {targets[0]} (its build has {gpu.sm} kernels for {gpu.name})")
-        elif build:
-            fixes.append(f"use {build} (it has {gpu.sm} kernels for {gpu.name})")
-        break
-    return message, "; ".join(fixes) if fixes else hit.text(hit.rule.fix)
+            return message, f"use target {targets[0]} (its build has {sm} kernels for {name})"
+        if build:
+            return message, f"use {build} (it has {sm} kernels for {name})"
+    return message, hit.text(hit.rule.fix)
 
 
 @refines("explain.cuda.driver-too-old")
@@ -442,3 +444,4 @@ def _pip_index(hit: Hit, context: ExplainContext) -> tuple[str, str]:
                 f"{index}`; envbuild's pip route picks that index for each target")
     return hit.text(hit.rule.message), "check the Python version and the index; envbuild's pip route picks the " \
                                        "index for each target"
+
