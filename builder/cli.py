@@ -273,6 +273,8 @@ def doctor(spec: Path | None, as_json: bool) -> None:
         if report.host.gpus:
             reports.print_table("GPUs, most free memory first",
                                 ["index", "name", "arch", "free", "total", "util", "UUID / bus"], report.gpu_rows())
+        if report.process_rows():
+            reports.print_table("GPU processes", ["GPU", "PID", "name", "memory"], report.process_rows())
         problems = report.problem_rows()
         if problems:
             reports.print_table("problems", ["level", "what", "problem", "fix"], problems)
@@ -281,6 +283,44 @@ def doctor(spec: Path | None, as_json: bool) -> None:
                                 ["target", "torch", "CUDA", "route", "verdict", "why", "fix"], report.target_rows())
     if report.cannot_run:
         raise SystemExit(1)
+
+
+@cli.command("explain")
+@click.argument("log", type=click.File("rb"), metavar="FILE|-")
+@click.option("--spec", "spec", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Name this spec's targets in the fixes.")
+@click.option("--no-host", is_flag=True, help="Do not read this host's driver and GPUs (explain a log from elsewhere).")
+@JSON
+def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
+    """Read an error log (pip, conda, CUDA, PyTorch, NCCL; FILE or - for stdin) and say what happened, why,
+    and the fix. Exit 0 when something was recognised, 1 when not."""
+    from builder.explain import explain_text
+    from builder.gpuinfo import read_host_gpus
+
+    driver, gpus = (None, []) if no_host else read_host_gpus()
+    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus,
+                          targets=resolve_targets(load_spec(spec)) if spec else ())
+    if as_json:
+        reports.print_json(report.as_dict())
+    elif not report.recognised:
+        click.echo("nothing recognised in this log (envbuild explain knows: "
+                   "pip/conda solver errors, CUDA driver and arch errors, checkpoints, DataLoader, NCCL, OOM)")
+    else:
+        for finding in report.findings:
+            where = f" (line {finding.location.line})" if finding.location and finding.location.line else ""
+            click.echo(f"{finding.severity}: {finding.rule}{where}")
+            click.echo(f"  what: {finding.message}")
+            if finding.fix:
+                click.echo(f"  fix:  {finding.fix}")
+            if finding.evidence:
+                click.echo(f"  log:  {finding.evidence}")
+    if not report.recognised:
+        raise SystemExit(1)
+
+
+def _source_name(stream) -> str:
+    name = getattr(stream, "name", None)
+    return name if isinstance(name, str) and not name.startswith("<") else "-"
 
 
 @cli.command("init")
