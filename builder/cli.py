@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -518,4 +519,43 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
 
 
 def main() -> None:
-    cli(prog_name="envbuild")
+    """The console script: leaves through proc.exit_now (py-rattler can crash in interpreter teardown)."""
+    from builder import proc
+
+    proc.exit_now(run_cli(sys.argv[1:]))
+
+
+def run_cli(args: list[str]) -> int:
+    """Run one command; whatever goes wrong ends in one `Error:` line and an exit code, never a
+    traceback. SIGTERM and SIGHUP unwind like Ctrl-C, so containers and folders are cleaned up."""
+    import errno
+    import os
+
+    from builder import proc
+
+    with proc.signals_as_interrupt():
+        try:
+            result = cli.main(args=args, prog_name="envbuild", standalone_mode=False)
+            return result if isinstance(result, int) else 0
+        except click.exceptions.Abort as exc:
+            signal = exc.__cause__ if isinstance(exc.__cause__, proc.Terminated) else None
+            name = signal.args[0] if signal else "Ctrl-C"
+            click.echo(f"Error: interrupted ({name}); unfinished work was undone, run the command again", err=True)
+            return 128 + signal.signum if signal else 130
+        except click.ClickException as exc:
+            exc.show()
+            return exc.exit_code
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # the reader of our output went away (`| head`)
+                return 1
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"Error: {where}{exc.strerror or exc}; check free disk space and permissions there", err=True)
+            return 1
+        except Exception as exc:  # a bug: still one line, with the way to see more
+            if os.environ.get("ENVBUILD_DEBUG"):
+                raise
+            click.echo(f"Error: internal error: {type(exc).__name__}: {exc}; rerun with ENVBUILD_DEBUG=1 "
+                       "and report the traceback", err=True)
+            return 70
