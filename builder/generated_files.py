@@ -132,7 +132,7 @@ def check_owned_folder(out: Path) -> None:
             raise UsageError(f"{out}: {name} was changed since envbuild wrote it; move it away or give another folder")
 
 
-def write_owned_folder(out: Path, fill: Callable[[Path], None], written_by: str) -> Path:
+def write_owned_folder(out: Path, fill: Callable[[Path], object], written_by: str) -> Path:
     """Fill a new folder and put it at `out` whole or not at all, replacing only a folder that
     envbuild wrote itself (its manifest lists every file with its digest) and nobody changed.
 
