@@ -182,12 +182,14 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
 @CUDA
 @click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
 @click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
+@click.option("--source", metavar="URL", help="org.opencontainers.image.source (default: the spec's git remote).")
+@click.option("--revision", metavar="REV", help="org.opencontainers.image.revision (default: the spec's git HEAD).")
 @build_options
 @lock_options
 @sources_options
 @JSON
-def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, build: BuildFlags,
-          locks: LockFlags, sources: Sources, as_json: bool) -> None:
+def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, source: str | None,
+          revision: str | None, build: BuildFlags, locks: LockFlags, sources: Sources, as_json: bool) -> None:
     """Build one PyTorch-CUDA image per target through the Docker SDK."""
     from builder.pipeline import build_target_image
     from builder.progress import build_progress
@@ -195,11 +197,12 @@ def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None
     if not cuda and not all_targets:
         raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
     resolved = resolve_targets(build.spec(spec), () if all_targets else cuda, sources)
+    engine = build.engine_for(spec, source, revision)
     results = []
     for target in resolved:
         with build_progress(target.tag) as echo:
             results.append(build_target_image(
-                target, lock_root=locks.lock_root, options=build.engine, relock=not locks.frozen,
+                target, lock_root=locks.lock_root, options=engine, relock=not locks.frozen,
                 solver=locks.solver, push=push, echo=echo, replaced_pip_index=bool(sources.pip_index)))
     if as_json:
         reports.print_json([r.as_dict() for r in results])
@@ -421,7 +424,7 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
     resolved = resolve_targets(build.spec(spec), cuda, sources)
     flags = smoke_container
     container = flags.container()
-    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine, frozen=locks.frozen,
+    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine_for(spec), frozen=locks.frozen,
                       solver=locks.solver, replaced_pip_index=bool(sources.pip_index), container=container,
                       require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
     if flags.junit:

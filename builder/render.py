@@ -204,7 +204,8 @@ def _labels(target: Target) -> dict[str, str]:
         "io.envbuild.version": __version__,
     }
     labels.update(target.spec.labels)
-    return dict(sorted(labels.items()))
+    # An unknown value is no label at all: an empty one reads as "known to be nothing".
+    return dict(sorted((key, value) for key, value in labels.items() if value))
 
 
 def required_driver_cuda(cuda: str | None) -> str:
