@@ -142,7 +142,7 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
     resolved = resolve_targets(env_spec, cuda, sources, platforms)
     replaced_pip_index = bool(sources.pip_index)
     if check:
-        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index)
+        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)
     else:
         results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
                                parallel=jobs, timeout=timeout, replaced_pip_index=replaced_pip_index)
