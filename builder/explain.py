@@ -268,12 +268,14 @@ def _arch_not_in_build(hit: Hit, context: ExplainContext) -> tuple[str, str]:
 def _no_kernel_image(hit: Hit, context: ExplainContext) -> tuple[str, str]:
     message = hit.text(hit.rule.message) + _host_gpu_words(context)
     # Which GPU: this host's (when read), else the one torch's sm_XX warning in the same log names.
-    named = [(gpu.name, gpu.sm or "", gpu.capability) for gpu in context.gpus if gpu.capability]
+    named: list[tuple[str, str, tuple[int, int] | None]] = [
+        (gpu.name, gpu.sm or "", gpu.capability) for gpu in context.gpus if gpu.capability]
     warned = re.search(r"([A-Za-z][^\n:]*?) with CUDA capability (sm_\d+) is not compatible", context.text)
-    if not named and warned and capability_of(warned.group(2)):
+    if not named and warned:
         named = [(warned.group(1), warned.group(2), capability_of(warned.group(2)))]
     for name, sm, capability in named[:1]:
-        assert capability is not None
+        if capability is None:
+            break
         targets, build = _builds_with_kernels(capability, context)
         if targets:
             return message, f"use target {targets[0]} (its build has {sm} kernels for {name})"
