@@ -293,10 +293,14 @@ def _driver_too_old(hit: Hit, context: ExplainContext) -> tuple[str, str]:
     cuda_text = f"{driver_cuda[0]}.{driver_cuda[1]}"
     message = hit.text(hit.rule.message.replace("{driver_cuda}", cuda_text))
     runnable = _runnable_on(driver_cuda, context)
+    next_major = f"{driver_cuda[0] + 1}.0"
+    newer = context.compat.min_driver(next_major)
+    update = f"update the NVIDIA driver (>= {newer} runs CUDA {driver_cuda[0] + 1}.x builds)" if newer \
+        else "update the NVIDIA driver"
     if runnable:
-        fix = f"use a target this driver runs: {runnable}; or update the NVIDIA driver to one for the CUDA your build needs"
+        fix = f"use a target this driver runs: {runnable}; or {update}"
     else:
-        fix = f"no torch build in envbuild's data runs on a CUDA {cuda_text} driver: update the NVIDIA driver"
+        fix = f"no torch build in envbuild's data runs on a CUDA {cuda_text} driver: {update}"
     return message, fix
 
 
