@@ -298,7 +298,7 @@ def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
     from builder.explain import explain_text
     from builder.gpuinfo import read_host_gpus
 
-    driver, gpus = (None, []) if no_host else read_host_gpus()
+    driver, gpus = (None, []) if no_host else read_host_gpus()[:2]
     report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus,
                           targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:
