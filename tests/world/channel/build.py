@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from builder.errors import EnvbuildError, UsageError
-from builder.channel import PACKAGE_FORMATS, index_channel, write_package, write_package_from_tree
+from tests.world.channel.packages import PACKAGE_FORMATS, index_channel, write_package, write_package_from_tree
 
 from . import debian_python, downloads, pypi, recipes
 from .wheels import WheelInfo
