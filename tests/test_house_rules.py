@@ -36,3 +36,10 @@ def test_the_product_holds_no_test_world_code() -> None:
     offenders = [f"{path}: {names}" for package in ("builder", "smoke") for path, names in _imports(package)
                  if any(name.split(".")[0] in {"tests", "http", "socketserver"} for name in names)]
     assert offenders == []
+
+
+def test_one_jinja_environment() -> None:
+    # Every rendered text shares builder/templates.py's environment: its filters and strict undefined.
+    makers = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "builder").rglob("*.py"))
+              if "Environment(" in path.read_text()]
+    assert makers == ["builder/templates.py"]
