@@ -25,7 +25,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from builder.compat import CompatData, TorchRelease, load_compat, version_tuple
 from builder.errors import UsageError
-from builder.generated_files import render_template, write_new_file
+from builder.generated_files import write_new_file
+from builder.templates import render_template
 from builder.lint import Finding, lint_spec
 from builder.spec import (
     CHANNEL_PATTERN,
