@@ -373,16 +373,20 @@ def doctor(spec: Path | None, as_json: bool) -> None:
 
 @cli.command("init")
 @click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="An environment.yml (hand-written or `conda env export`) to turn into a spec.")
+              help="A file to turn into a spec: environment.yml (hand-written or `conda env export`), "
+                   "requirements.txt, conda-lock.yml or Dockerfile.")
+@click.option("--upgrade", is_flag=True,
+              help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
+                   "supported ones (each change is listed) instead of refusing.")
 @click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace an existing spec file.")
 @JSON
-def init(source, name, out, force, as_json) -> None:
-    """Write a spec: from an existing environment.yml (--from), or a commented starter."""
+def init(source, name, out, force, upgrade, as_json) -> None:
+    """Write a spec: from an environment file you have (--from), or a commented starter."""
     from builder.importer import init_spec
 
-    result = init_spec(source, name, out, force)
+    result = init_spec(source, name, out, force, upgrade)
     if as_json:
         reports.print_json(result.as_dict())
     else:

@@ -109,9 +109,12 @@ def parse_conda_line(text: str) -> CondaLine | None:
             return None
         version = parts[0]
         build = parts[1] if len(parts) == 2 else None
-        exact_with_build = re.fullmatch(r"==([^=<>!~,]+)=(.+)", version)
-        if exact_with_build:
-            version, build = f"=={exact_with_build[1]}", exact_with_build[2]
+        # `pytorch>=2.1.0=cuda120*`, `pytorch==2.1.0=py3.10_cuda12.1_0`: a constraint, then a build
+        with_build = re.fullmatch(r"((?:==|>=|<=|!=|~=|>|<)[^=]*[^=<>!~])=([^=<>!~]+)", version)
+        if with_build:
+            version, build = with_build[1], with_build[2]
+    if version in ("*", ""):  # `torchvision=*=cuda120*`: any version, this build
+        version = None
     return CondaLine(text, name, version or None, build or None, channel or None)
 
 

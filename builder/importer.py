@@ -22,17 +22,18 @@ from typing import Any
 
 import yaml
 
+from builder.errors import UsageError
 from builder.generated_files import render_template, write_new_file
 from builder.import_choose import SpecDraft, draft_from_environment, spec_name, starter_draft
 from builder.import_lines import Note, cuda_from_build, cuda_from_tag, parse_conda_line
-from builder.import_read import read_environment, read_environment_data
+from builder.import_read import read_environment, read_environment_data, read_source
 from builder.lint import Finding, lint_spec
 from builder.spec import EnvSpec, parse_spec
 from builder.target import Target, resolve_targets
 
 __all__ = [
     "InitResult", "Note", "SpecDraft", "check_draft", "cuda_from_build", "cuda_from_tag", "draft_from_environment",
-    "init_spec", "parse_conda_line", "read_environment", "read_environment_data", "render_spec", "spec_name",
+    "init_spec", "parse_conda_line", "read_environment", "read_environment_data", "read_source", "render_spec", "spec_name",
     "starter_draft",
 ]
 
@@ -89,9 +90,12 @@ def check_draft(draft: SpecDraft, text: str) -> tuple[EnvSpec, list[Target]]:
 
 
 def init_spec(source: Path | None = None, name: str | None = None, out: Path | None = None,
-              force: bool = False) -> InitResult:
-    """`envbuild init`: read, decide, check, then write atomically (nothing is written on any error)."""
-    draft = draft_from_environment(read_environment(source), name) if source else starter_draft(name)
+              force: bool = False, upgrade: bool = False) -> InitResult:
+    """`envbuild init`: read, decide, check, then write atomically (nothing is written on any error).
+    `upgrade` writes the nearest supported torch/CUDA/Python for a file older than the compat data."""
+    if upgrade and source is None:
+        raise UsageError("--upgrade moves an existing file's torch to one envbuild builds; give it --from FILE")
+    draft = draft_from_environment(read_source(source), name, upgrade=upgrade) if source else starter_draft(name)
     text = render_spec(draft)
     spec, targets = check_draft(draft, text)
     path = out or Path("envs") / f"{spec.name}.yaml"
