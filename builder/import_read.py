@@ -451,7 +451,7 @@ def _read_pip(reading: Reading, text: str) -> None:
     if line.startswith("-"):
         reading.note(text, "unmapped", "pip options other than an index URL have no place in a spec")
         return
-    if re.match(r"(git\+|hg\+|svn\+|bzr\+|https?://|file:|\.|/)", line):
+    if re.match(r"(git\+|hg\+|svn\+|bzr\+|https?://|file:|\.|/|[\w.-]+/)", line):
         reading.note(text, "unmapped", "a package from a URL or a folder; publish it to an index and pin it by version")
         return
     try:
