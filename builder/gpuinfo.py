@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from smoke.driver import DriverReading, read_driver
 from smoke.nvsmi import SmiGpu
 
 MIB = 1024 * 1024
@@ -108,14 +109,16 @@ def gpus_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[GpuInfo]:
 
 
 def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
-    """GPUs from nvidia-smi's table: no UUID and no compute capability there, memory in MiB."""
+    """GPUs from nvidia-smi (its query, else its table: no UUID nor compute capability there), memory in MiB."""
     gpus = []
     for row in rows:
         known = row.memory_total_mib is not None and row.memory_used_mib is not None
         gpus.append(GpuInfo(
             index=row.index,
             name=row.name,
+            uuid=row.uuid,
             bus_id=row.bus_id,
+            capability=row.compute_capability,
             memory_free=(row.memory_total_mib - row.memory_used_mib) * MIB if known else None,  # type: ignore[operator]
             memory_total=row.memory_total_mib * MIB if row.memory_total_mib is not None else None,
             utilization=row.utilization_percent,
@@ -126,6 +129,14 @@ def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
 def rank_by_free_memory(gpus: Iterable[GpuInfo]) -> list[GpuInfo]:
     """Most free memory first (the seeds' way to pick the idle cards); unknown memory last, ties by index."""
     return sorted(gpus, key=lambda g: (g.memory_free is None, -(g.memory_free or 0), g.index))
+
+
+def read_host_gpus() -> tuple[DriverReading, list[GpuInfo]]:
+    """This host's driver and GPUs, most free memory first: NVML, else nvidia-smi (query, else table)."""
+    driver = read_driver()
+    snapshot = nvml_snapshot()
+    gpus = gpus_from_nvml(snapshot) if snapshot is not None else gpus_from_smi(driver.smi_gpus)
+    return driver, rank_by_free_memory(gpus)
 
 
 def gpus_by_free_memory() -> list[GpuInfo]:

@@ -18,7 +18,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -36,12 +35,17 @@ from pydantic import BaseModel
 from builder import __version__
 from builder.errors import EnvbuildError
 from builder.lockfile import CondaLock, lockfile_sha256, read_lock
+from builder.proc import (exit_now, kill_group, lead_own_group_dying_with_parent, owned_name,
+                          remove_stale_folders, signals_as_interrupt)
 from builder.render import render_target
 from builder.spec import default_lock_folder
 from builder.target import Target
 
 LOCK_FILE = "conda-lock.yml"
 INFO_FILE = "envbuild-lock.json"
+GUARD_FILE = ".envbuild-lock.lock"
+SCRATCH_PREFIX = "envbuild-lock"
+STAGED_PREFIX = ".envbuild-staged"
 SOLVERS = ("micromamba", "mamba", "conda")
 OWN_SOLVER = "envbuild-micromamba"
 IMAGE_ONLY_SPEC_FIELDS = {"images", "ca_certificates", "user", "labels"}
@@ -229,10 +233,14 @@ def summarize(lock: CondaLock) -> tuple[dict[str, str], dict[str, int]]:
 
 @contextmanager
 def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
-    """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work."""
-    folder.mkdir(parents=True, exist_ok=True)
-    guard = filelock.FileLock(str(folder / ".envbuild-lock.lock"))
+    """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work.
+
+    Folders it had to create are removed again when nothing was written into them (a first lock
+    that failed leaves no empty lock folder behind)."""
+    created = _missing_ancestors(folder)
     try:
+        folder.mkdir(parents=True, exist_ok=True)
+        guard = filelock.FileLock(str(folder / GUARD_FILE))
         guard.acquire(timeout=0)
     except filelock.Timeout:
         print(f"waiting for another envbuild lock on {folder} ...", file=sys.stderr)
@@ -240,10 +248,35 @@ def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
             guard.acquire(timeout=timeout)
         except filelock.Timeout:
             raise EnvbuildError(f"{folder}: another envbuild lock held it for {timeout:.0f} s; try again") from None
+    except OSError as exc:
+        _remove_empty(created)
+        raise EnvbuildError(f"{exc.filename or folder}: cannot write locks there ({exc.strerror or exc}); "
+                            "choose a writable folder with --locks, or fix its permissions") from None
     try:
         yield
     finally:
+        if created and all(entry.name == GUARD_FILE for entry in folder.iterdir()):
+            (folder / GUARD_FILE).unlink(missing_ok=True)
         guard.release()
+        _remove_empty(created)
+
+
+def _missing_ancestors(folder: Path) -> list[Path]:
+    """`folder` and its parents that do not exist yet, deepest first."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for candidate in folders:
+        try:
+            candidate.rmdir()
+        except OSError:
+            return  # not empty (a lock was written) or already gone
 
 
 def _mapping_file() -> str:
@@ -285,9 +318,16 @@ class _Job:
 
 def _run_conda_lock(job: _Job) -> int:
     """In the forked child: run conda-lock's CLI in-process with output sent to a log file."""
-    os.setpgrp()  # so a timeout can stop conda-lock and every solver process it started
+    # Its own group, so a timeout can stop conda-lock and every solver process it started; and the
+    # group dies with envbuild (kill -9 included) instead of solving on for minutes.
+    lead_own_group_dying_with_parent()
     work = job.work
     os.chdir(work)
+    # conda-lock and its solver calls make temporary folders; they go where envbuild removes them.
+    private_tmp = work / "tmp"
+    private_tmp.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(private_tmp)
+    tempfile.tempdir = str(private_tmp)
     log = os.open(work / "conda-lock.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -325,8 +365,7 @@ def _child_main(job: _Job) -> None:
     except BaseException as exc:
         print(f"envbuild: could not run conda-lock: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
-        sys.stderr.flush()
-        os._exit(code)
+        exit_now(code)
 
 
 def _explain_failure(log_text: str) -> str:
@@ -376,12 +415,22 @@ def _commit(job: _Job) -> LockResult:
         lockfile_sha256=lockfile_sha256(produced), torch_builds=builds, package_counts=counts,
     )
     job.folder.mkdir(parents=True, exist_ok=True)
-    staged_lock = job.folder / f".{LOCK_FILE}.{os.getpid()}.tmp"
-    staged_info = job.folder / f".{INFO_FILE}.{os.getpid()}.tmp"
-    shutil.copyfile(produced, staged_lock)
-    staged_info.write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(staged_lock, job.folder / LOCK_FILE)
-    os.replace(staged_info, job.folder / INFO_FILE)
+    remove_stale_folders(job.folder, STAGED_PREFIX)
+    staged_lock = job.folder / f"{owned_name(STAGED_PREFIX)}{LOCK_FILE}"
+    staged_info = job.folder / f"{owned_name(STAGED_PREFIX)}{INFO_FILE}"
+    try:
+        shutil.copyfile(produced, staged_lock)
+        staged_info.write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        # Two renames, each atomic: a kill between them leaves the new lockfile beside the old info,
+        # whose lockfile_sha256 no longer matches, so the lock reads as stale (never half-written).
+        os.replace(staged_lock, job.folder / LOCK_FILE)
+        os.replace(staged_info, job.folder / INFO_FILE)
+    except OSError as exc:
+        raise EnvbuildError(f"{job.folder}: cannot write the lock ({exc.strerror or exc}); the previous lock "
+                            "is unchanged; free disk space or fix the folder's permissions") from None
+    finally:
+        staged_lock.unlink(missing_ok=True)
+        staged_info.unlink(missing_ok=True)
     return LockResult(target.key, "locked", job.folder / LOCK_FILE, input_hash=info.input_hash,
                       torch_builds=builds, package_counts=counts)
 
@@ -395,7 +444,7 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
     running: dict[int, tuple[_Job, multiprocessing.process.BaseProcess, float]] = {}
     results: dict[str, LockResult] = {}
     try:
-        with _terminate_as_exit():
+        with signals_as_interrupt():
             while pending or running:
                 while pending and len(running) < parallel:
                     job = pending.pop(0)
@@ -424,33 +473,6 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
             kill_group(pid)
             process.join()
     return [results[job.inputs.target.key] for job in jobs]
-
-
-@contextmanager
-def _terminate_as_exit() -> Iterator[None]:
-    """SIGTERM leaves through SystemExit, so cleanup runs (only in the main thread, where it can)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def leave(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, leave)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL a child's whole process group (it started its own session), e.g. a solver it ran."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _finish(job: _Job, exitcode: int, elapsed: float) -> LockResult:
@@ -490,7 +512,9 @@ def lock_targets(
         all_inputs = [lock_inputs(target, replaced_pip_index) for target in targets]
         for inputs in all_inputs if update else ():
             check_update_names(update, inputs)
-        scratch = Path(tempfile.mkdtemp(prefix="envbuild-lock-"))
+        # Named after this process: what a run killed with SIGKILL left, the next run removes.
+        remove_stale_folders(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
+        scratch = Path(tempfile.mkdtemp(prefix=owned_name(SCRATCH_PREFIX)))
         try:
             solver_path = None
             for target, inputs in zip(targets, all_inputs):

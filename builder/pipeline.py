@@ -10,8 +10,11 @@ from pathlib import Path
 from builder.context import make_context
 from builder.errors import EnvbuildError
 from builder.image import BuildOptions, ImageResult, build_image, push_image
+from builder.proc import owned_name, remove_stale_folders
 from builder.lock import LOCK_FILE, check_targets, default_lock_dir, lock_targets
 from builder.target import Target
+
+CONTEXT_PREFIX = "envbuild-context"
 
 
 def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: str | None = None,
@@ -44,7 +47,9 @@ def build_target_image(
     """The image of one target; from `lock_path` when the caller already ensured the lock."""
     if lock_path is None:
         lock_path = ensure_lock(target, lock_root, relock, solver, replaced_pip_index)
-    root = Path(tempfile.mkdtemp(prefix=f"envbuild-context-{target.key}-"))
+    # Named after this process: a run killed with SIGKILL cannot clean up, the next one does.
+    remove_stale_folders(Path(tempfile.gettempdir()), CONTEXT_PREFIX)
+    root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))
     try:
         context = make_context(target, lock_path, root / "context", options.platform)
         result = build_image(context, options, echo=echo, client=client)

@@ -13,7 +13,7 @@ import os
 import shlex
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -312,6 +312,21 @@ def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] 
         destination = root / name
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_bytes(data)
+
+
+def render_targets(targets: Sequence[Target], out: Path | None = None) -> list[tuple[Target, Path]]:
+    """Render each target into its folder: `out` for one target, `out/<target>` for several, by default
+    build/<env>/<target>. Returns each target with its folder."""
+    written = []
+    for target in targets:
+        if out is None:
+            folder = Path("build") / target.name / target.key
+        elif len(targets) == 1:
+            folder = out
+        else:
+            folder = out / target.key
+        written.append((target, render_to(render_target(target), folder)))
+    return written
 
 
 def render_to(rendered: RenderedEnv, out: Path) -> Path:
