@@ -220,9 +220,10 @@ def read_conda_lock_data(data: Any, source: str) -> Reading:
     names = {str(p.get("name", "")).lower(): p for p in records if p.get("manager", "conda") == "conda"}
     for record in records:
         name = str(record.get("name", "")).lower()
-        build = _locked_build(record)
-        cuda = cuda_from_build(build)[0] if build else None
-        if cuda and cuda not in (CPU, "cuda"):
+        build = _locked_build(record) or ""
+        built_for = re.search(r"cuda(\d+\.\d+)|cuda(\d{2})(\d)(?!\d)", build)  # py3.10_cuda11.8_..., cuda118py311...
+        if built_for:
+            cuda = built_for[1] or f"{int(built_for[2])}.{built_for[3]}"
             reading.locked_cuda.append((name, cuda))
         elif name in ("cuda-version", "cudatoolkit", "cuda-cudart") and record.get("version"):
             reading.locked_cuda.append((name, str(record["version"])))
@@ -321,8 +322,10 @@ def _read_channels(reading: Reading, channels: Any) -> None:
 
 
 PLACEHOLDER = re.compile(r"@[A-Za-z_][A-Za-z0-9_]*@|\$\{?[A-Za-z_][A-Za-z0-9_]*|\{\{")
+# packages whose version decides the torch stack and its CUDA build: unpinned, each solve may differ
 ML_PACKAGES = {"pytorch", "torch", "torchvision", "torchaudio", "pytorch-gpu", "pytorch-cpu", "pytorch-cuda",
-               "cuda-version", "cudatoolkit", "xformers", "flash-attn", "tensorflow", "jax", "jaxlib"}
+               "cuda-version", "cudatoolkit", "xformers", "flash-attn", "tensorflow", "jax", "jaxlib", "cupy",
+               "transformers", "lightning", "pytorch-lightning"}
 
 
 def _read_conda(reading: Reading, text: str) -> None:

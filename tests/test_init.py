@@ -256,7 +256,7 @@ def test_starter_spec_is_commented_and_valid(tmp_path: Path, monkeypatch) -> Non
     keys = [t.key for t in resolve_targets(spec)]
     assert keys[-1] == "cpu" and keys[0].startswith("cuda")
     assert spec.route.value == "conda-forge" and spec.torchvision
-    assert [f.field for f in result.findings] == ["images.runtime", "images.builder"]
+    assert [f.location.field for f in result.findings] == ["images.runtime", "images.builder"]
 
 
 def test_cli_prints_the_table_and_the_lint_findings(tmp_path: Path, monkeypatch) -> None:
@@ -266,7 +266,7 @@ def test_cli_prints_the_table_and_the_lint_findings(tmp_path: Path, monkeypatch)
     assert outcome.exit_code == 0, outcome.output
     assert "wrote envs/research-env.yaml: torch 2.5.1, route conda-forge, targets cuda12.6" in outcome.output
     assert "7 line(s) could not be mapped" in outcome.output
-    assert "warning: images.runtime" in outcome.output
+    assert "warning: lint.images.unpinned" in outcome.output
     again = runner.invoke(cli, ["init", "--from", str(FIXTURES / "with-unmapped.yml")])
     assert again.exit_code == 2 and "exists; pass --force" in again.output
 
