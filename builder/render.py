@@ -8,13 +8,9 @@ the NVIDIA variables, the environment) before what changes often (the smoke suit
 
 from __future__ import annotations
 
-import json
-import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +18,7 @@ import jinja2
 
 from builder import __version__
 from builder.spec import Route
+from builder.templates import environment
 from builder.target import Target
 
 ENV_PREFIX = "/opt/env"
@@ -30,50 +27,10 @@ ENV_PREFIX = "/opt/env"
 LAYER_EPOCH = 315532800
 
 
-def templates_dir() -> Path:
-    """`docker/` in a source checkout; the copy packed into the wheel otherwise."""
-    checkout = Path(__file__).resolve().parent.parent / "docker"
-    if (checkout / "Dockerfile.j2").is_file():
-        return checkout
-    return Path(str(resources.files("builder").joinpath("_templates")))
-
-
 def smoke_dir() -> Path:
     import smoke
 
     return Path(smoke.__file__).resolve().parent
-
-
-def docker_str(value: Any) -> str:
-    """A Dockerfile double-quoted word: backslash, quote and `$` (variable expansion) escaped."""
-    text = str(value)
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        raise ValueError(f"control character in a Dockerfile value: {text!r}")
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
-    return f'"{escaped}"'
-
-
-def yaml_str(value: Any) -> str:
-    """A YAML scalar that reads back as exactly this value (JSON is a subset of YAML)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def shell_word(value: Any) -> str:
-    return shlex.quote(str(value))
-
-
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-    env.filters.update(docker_str=docker_str, yaml_str=yaml_str, shell=shell_word)
-    return env
 
 
 @dataclass(frozen=True)
@@ -251,7 +208,7 @@ def _render_block(env: jinja2.Environment, block: Block) -> RenderedBlock:
 
 def render_target(target: Target, sources_replaced_pip: bool = False) -> RenderedEnv:
     """Render one target. Same target, same bytes: nothing here reads the clock or the host."""
-    env = _environment()
+    env = environment()
     ca_files = _ca_files(target)
     environment_yml = env.get_template("environment.yml.j2").render(
         environment_context(target, sources_replaced_pip)
