@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import filelock
 import yaml
 from pydantic import BaseModel
 
@@ -191,6 +190,8 @@ def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
 
     Folders it had to create are removed again when nothing was written into them (a first lock
     that failed leaves no empty lock folder behind)."""
+    import filelock  # imported here: a no-op run (every lock fresh) takes no file lock
+
     created = _missing_ancestors(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -470,6 +471,10 @@ def lock_targets(
     """Lock every target whose inputs changed (all of them with `force` or `update`)."""
     if not targets:
         return []
+    if not (force or update):
+        unchanged = _all_unchanged(targets, lock_root, replaced_pip_index, solver)
+        if unchanged is not None:
+            return unchanged
     env_folder = default_lock_dir(targets[0], lock_root).parent
     with env_file_lock(env_folder, timeout=timeout * max(1, len(targets))):
         results: dict[str, LockResult] = {}
@@ -507,6 +512,29 @@ def lock_targets(
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return [results[t.key] for t in targets]
+
+
+def _all_unchanged(targets: Sequence[Target], lock_root: Path | None, replaced_pip_index: bool,
+                   solver: str | None) -> list[LockResult] | None:
+    """Every target's result when all locks are fresh, else None; read without the env's file lock.
+
+    A lock and its info are each renamed into place whole, and a lock is fresh only when the info
+    names this lockfile's sha256, so a half-finished write elsewhere reads as stale (and the caller
+    then waits for the file lock), never as fresh. The no-op run neither waits nor imports filelock."""
+    solver_name = find_solver(solver).name
+    results = []
+    for target in targets:
+        inputs = lock_inputs(target, replaced_pip_index, solver_name)
+        folder = default_lock_dir(target, lock_root)
+        try:
+            info = fresh_info(inputs, folder)
+        except EnvbuildError:
+            return None
+        if info is None:
+            return None
+        results.append(LockResult(target.key, "unchanged", folder / LOCK_FILE, input_hash=inputs.input_hash,
+                                  torch_builds=info.torch_builds, package_counts=info.package_counts))
+    return results
 
 
 def _relock_reasons(inputs: LockInputs, folder: Path, force: bool, update: Sequence[str]) -> list[str]:

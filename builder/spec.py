@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from builder.errors import UsageError
+from builder.yamlio import load_yaml
 
 # A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
 # constraints made of version characters and comparison operators. No spaces inside a constraint
@@ -210,7 +211,7 @@ def read_yaml_file(path: Path, what: str) -> Any:
     except UnicodeDecodeError:
         raise UsageError(f"{path}: the {what} is not UTF-8 text") from None
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
