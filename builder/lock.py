@@ -401,10 +401,28 @@ def _commit(job: _Job) -> LockResult:
                       torch_builds=builds, package_counts=counts, reasons=list(job.reasons))
 
 
+def _ask_own_solver_version_once(solvers: set[Path]) -> None:
+    """conda-lock asks the solver for its version (a new process) in every target; envbuild's own
+    solver answers the same every time, so the parent asks once and the forked children inherit
+    the answer. A real conda tool is still asked by each child."""
+    from conda_lock import invoke_conda
+
+    own = {str(s): invoke_conda.determine_micromamba_version(str(s)) for s in solvers if s.name == OWN_SOLVER}
+    if not own:
+        return
+    ask = invoke_conda.determine_micromamba_version
+
+    def known_version(exe):  # type: ignore[no-untyped-def]
+        return own[str(exe)] if str(exe) in own else ask(exe)
+
+    invoke_conda.determine_micromamba_version = known_version  # type: ignore[assignment]
+
+
 def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResult]:
     # Imported once here so each forked child starts with conda-lock loaded.
     import conda_lock.conda_lock  # noqa: F401
 
+    _ask_own_solver_version_once({job.solver for job in jobs})
     context = multiprocessing.get_context("fork")
     pending = list(jobs)
     running: dict[int, tuple[_Job, multiprocessing.process.BaseProcess, float]] = {}
@@ -507,11 +525,42 @@ def lock_targets(
             # A target's process waits on its solver calls much of the time: twice the cores keeps
             # them busy (3 targets on 2 cores: 2.4 s with 3 processes, 2.8 s with 2).
             workers = parallel or min(len(jobs), 2 * (os.cpu_count() or 1)) or 1
-            for result in _run_jobs(jobs, workers, timeout) if jobs else []:
-                results[result.target] = result
+            with _solver_service(scratch, solver_path, bool(jobs)):
+                for result in _run_jobs(jobs, workers, timeout) if jobs else []:
+                    results[result.target] = result
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return [results[t.key] for t in targets]
+
+
+@contextmanager
+def _solver_service(scratch: Path, solver: Path, needed: bool) -> Iterator[None]:
+    """envbuild's own solver answers this run's solves from one process that reads each channel's
+    repodata once (builder/solver_shim.py, `serve`); the conda-lock children find it through the
+    environment they inherit. Without it (a real conda, or it did not start) nothing changes."""
+    import subprocess
+
+    from builder.solver_shim import CACHE_ENV, SERVICE_ENV
+
+    if not needed or solver.name != OWN_SOLVER:
+        yield
+        return
+    socket_path = scratch / "solver.sock"
+    service = subprocess.Popen(
+        [sys.executable, "-c", f"from builder.solver_shim import serve; serve({str(socket_path)!r})"],
+        env={**os.environ, CACHE_ENV: str(scratch / "solver-cache")}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    previous = os.environ.get(SERVICE_ENV)
+    os.environ[SERVICE_ENV] = str(socket_path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(SERVICE_ENV, None)
+        else:
+            os.environ[SERVICE_ENV] = previous
+        service.kill()
+        service.wait()
 
 
 def _all_unchanged(targets: Sequence[Target], lock_root: Path | None, replaced_pip_index: bool,
