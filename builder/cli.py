@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import click
 
-from builder import __version__
-from builder import reports
-from builder.errors import EnvbuildError, UsageError
+from builder import __version__, reports
 from builder.cli_options import (
     BASE_IMAGE,
     BUILDER_IMAGE,
@@ -21,6 +20,7 @@ from builder.cli_options import (
     lock_options,
     sources_options,
 )
+from builder.errors import EnvbuildError, UsageError
 from builder.lint import lint_spec
 from builder.spec import load_spec
 from builder.target import Sources, resolve_targets, target_summary
@@ -31,22 +31,15 @@ CUDA = click.option("--cuda", "cuda", multiple=True, metavar="X.Y|cpu",
                     help="Only this CUDA target (repeatable); default: every target of the spec.")
 
 
-class LibraryErrorShown(click.ClickException):
-    """A library error as click shows it: `Error: <message>` on stderr, the error's own exit code."""
-
-    def __init__(self, error: EnvbuildError) -> None:
-        super().__init__(error.message)
-        self.exit_code = error.exit_code
-
-
 class EnvbuildGroup(click.Group):
     """The one place where library errors become an `Error:` line and an exit code (no traceback)."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
+    def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except EnvbuildError as error:
-            raise LibraryErrorShown(error) from None
+            click.echo(f"Error: {error.message}", err=True)
+            ctx.exit(error.exit_code)
 
 
 @click.group(cls=EnvbuildGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -121,7 +114,8 @@ def lint(spec: Path, as_json: bool) -> None:
 @click.option("--check", is_flag=True, help="Solve nothing; exit 1 when any lock is stale or missing.")
 @click.option("--update", multiple=True, metavar="PACKAGE", help="Move this package, keep the rest (repeatable).")
 @click.option("--force", is_flag=True, help="Solve again even when the inputs are unchanged.")
-@click.option("--solver", metavar="PATH", help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's).")
+@click.option("--solver", metavar="PATH",
+              help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's).")
 @click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the locks (default: <spec folder>/<env>/locks).")
 @click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: twice the CPU count).")
@@ -324,11 +318,13 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, a
 @click.option("--cpu-runner-labels", metavar="A,B,...",
               help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
 @click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
-@click.option("--envbuild-requirement", metavar="REQ", help="What the jobs pip-install (default envbuild==<this version>).")
+@click.option("--envbuild-requirement", metavar="REQ",
+              help="What the jobs pip-install (default envbuild==<this version>).")
 @click.option("--force", is_flag=True, help="Replace an existing pipeline file.")
 @JSON
-def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | None, cpu_runner_labels: str | None,
-       require_gpus: int | None, envbuild_requirement: str | None, force: bool, as_json: bool) -> None:
+def ci(provider: Literal["github", "gitlab"], spec: Path, out: Path | None, gpu_runner_labels: str | None,
+       cpu_runner_labels: str | None, require_gpus: int | None, envbuild_requirement: str | None, force: bool,
+       as_json: bool) -> None:
     """Write a GitHub or GitLab pipeline: lock check, a build per target, GPU and CPU smoke jobs."""
     from builder.ci import CiOptions, parse_labels, write_pipeline
 
@@ -402,7 +398,8 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
 @click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), help="Create the environment here.")
 @click.option("--name", help="Create it as $ENVBUILD_ENVS_DIR/NAME (default folder ~/.envbuild/envs).")
 @click.option("--installer", default="auto", show_default=True, metavar="auto|envbuild|PATH",
-              help="micromamba, mamba or conda to install with (auto: the first on PATH, else envbuild's verified one).")
+              help="micromamba, mamba or conda to install with "
+                   "(auto: the first on PATH, else envbuild's verified one).")
 @click.option("--kernel-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Jupyter kernels folder; default: <Jupyter data dir>/kernels.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke suite in the new environment.")
@@ -450,7 +447,8 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
             reports.print_json(image_result.as_dict())
         else:
             click.echo(f"{image_result.image} ({image_result.how}); run it with:\n  {image_result.run_command}")
-            click.echo(f"smoke-test it: envbuild smoke {image_result.image}" + (" --gpus all" if image_result.cuda else ""))
+            gpus = " --gpus all" if image_result.cuda else ""
+            click.echo(f"smoke-test it: envbuild smoke {image_result.image}{gpus}")
         return
     result = path.onboard(resolved, asked=bool(cuda), prefix=prefix, name=name, installer=installer,
                           kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force,
@@ -464,8 +462,8 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
         click.echo(f"environment: {result.prefix} ({result.status}, installer: {result.installer}, "
                    f"lock: {result.lock})")
         kernel = result.kernel
-        click.echo(f"Jupyter kernel: {kernel.name} \"{kernel.display_name}\" at {kernel.path}" if kernel.path
-                   else "Jupyter kernel: none (see next)")
+        click.echo(f"Jupyter kernel: {kernel.name} \"{kernel.display_name}\" at {kernel.path}"
+                   if kernel is not None and kernel.path else "Jupyter kernel: none (see next)")
         if result.smoke:
             reports.print_table(f"smoke: {result.prefix / 'bin' / 'python'}", result.smoke.TABLE_COLUMNS,
                                 result.smoke.table_rows())

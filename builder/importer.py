@@ -26,7 +26,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from builder.compat import CompatData, TorchRelease, load_compat, version_tuple
 from builder.errors import UsageError
 from builder.generated_files import write_new_file
-from builder.templates import render_template
 from builder.lint import Finding, lint_spec
 from builder.spec import (
     CHANNEL_PATTERN,
@@ -41,6 +40,7 @@ from builder.spec import (
     read_yaml_file,
 )
 from builder.target import Target, default_pip_index, resolve_targets
+from builder.templates import render_template
 
 Outcome = Literal["derived", "assumed", "unpinned", "dropped", "unmapped"]
 CPU = "cpu"
@@ -448,7 +448,8 @@ def _read_pip(reading: Reading, text: str) -> None:
         reading.note(text, "unmapped", "not a pip requirement")
         return
     if requirement.url:
-        reading.note(text, "unmapped", "a package from a URL (name @ url); publish it to an index and pin it by version")
+        reading.note(text, "unmapped",
+                     "a package from a URL (name @ url); publish it to an index and pin it by version")
         return
     if requirement.marker is not None:
         reading.note(text, "unmapped", "environment markers (`; ...`) have no place in a spec's pip list")

@@ -21,8 +21,8 @@ import jinja2
 
 from builder import __version__
 from builder.spec import Route
-from builder.templates import environment
 from builder.target import Target
+from builder.templates import environment
 
 ENV_PREFIX = "/opt/env"
 # Every file of the environment layer gets this mtime (1980-01-01, the oldest a zip can hold), so
