@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -21,7 +22,6 @@ from builder.cli_options import (
     sources_options,
 )
 from builder.errors import EnvbuildError, UsageError
-from builder.lint import lint_spec
 from builder.spec import load_spec
 from builder.target import Sources, resolve_targets, target_summary
 
@@ -90,19 +90,39 @@ def render(spec: Path, cuda: tuple[str, ...], out: Path | None, as_json: bool) -
 
 
 @cli.command()
-@SPEC
+@click.argument("path", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--rules", "list_rules", is_flag=True, help="List the rules (id and what each checks) and exit.")
+@click.option("--rule", "only", multiple=True, metavar="ID", help="Run only this rule (repeatable).")
 @JSON
-def lint(spec: Path, as_json: bool) -> None:
-    """Check SPEC against the seeds' advice; exit 1 when an error is found."""
-    findings = lint_spec(load_spec(spec))
+def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bool) -> None:
+    """Check PATH, a spec or an environment file you have (environment.yml, requirements.txt,
+    conda-lock.yml, Dockerfile); exit 1 when an error is found."""
+    from builder.errors import UsageError
+    from builder.findings import findings_to_json
+    from builder.lint import LINT, lint_path
+
+    if list_rules:
+        rules = [{"rule": rule.id, "summary": rule.summary} for rule in LINT]
+        if as_json:
+            reports.print_json(rules)
+        else:
+            reports.print_table("lint rules", ["rule", "checks"], [[r["rule"], r["summary"]] for r in rules])
+        return
+    if path is None:
+        raise UsageError("envbuild lint needs a PATH (a spec or an environment file), or --rules")
+    unknown = [rule for rule in only if rule not in LINT]
+    if unknown:
+        raise UsageError(f"--rule {unknown[0]}: no such rule; `envbuild lint --rules` lists them")
+    findings = lint_path(path, only)
     if as_json:
-        reports.print_json([f.as_dict() for f in findings])
+        click.echo(findings_to_json(findings, path=str(path)))
     else:
         for finding in findings:
-            click.echo(f"{spec}: {finding.level}: {finding.field}: {finding.message}")
+            click.echo(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
+                       + (f" (fix: {finding.fix})" if finding.fix else ""))
         if not findings:
-            click.echo(f"{spec}: no findings")
-    if any(f.level == "error" for f in findings):
+            click.echo(f"{path}: no findings")
+    if any(f.is_error for f in findings):
         raise SystemExit(1)
 
 
@@ -135,7 +155,7 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
     resolved = resolve_targets(env_spec, cuda, sources, platforms)
     replaced_pip_index = bool(sources.pip_index)
     if check:
-        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index)
+        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)
     else:
         results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
                                parallel=jobs, timeout=timeout, replaced_pip_index=replaced_pip_index)
@@ -267,6 +287,8 @@ def doctor(spec: Path | None, as_json: bool) -> None:
         if report.host.gpus:
             reports.print_table("GPUs, most free memory first",
                                 ["index", "name", "arch", "free", "total", "util", "UUID / bus"], report.gpu_rows())
+        if report.process_rows():
+            reports.print_table("GPU processes", ["GPU", "PID", "name", "memory"], report.process_rows())
         problems = report.problem_rows()
         if problems:
             reports.print_table("problems", ["level", "what", "problem", "fix"], problems)
@@ -277,18 +299,61 @@ def doctor(spec: Path | None, as_json: bool) -> None:
         raise SystemExit(1)
 
 
+@cli.command("explain")
+@click.argument("log", type=click.File("rb"), metavar="FILE|-")
+@click.option("--spec", "spec", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Name this spec's targets in the fixes.")
+@click.option("--no-host", is_flag=True, help="Do not read this host's driver and GPUs (explain a log from elsewhere).")
+@JSON
+def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
+    """Read an error log (pip, conda, CUDA, PyTorch, NCCL; FILE or - for stdin) and say what happened, why,
+    and the fix. Exit 0 when something was recognised, 1 when not."""
+    from builder.explain import explain_text
+    from builder.gpuinfo import read_host_gpus
+
+    driver, gpus = (None, []) if no_host else read_host_gpus()[:2]
+    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus,
+                          targets=resolve_targets(load_spec(spec)) if spec else ())
+    if as_json:
+        reports.print_json(report.as_dict())
+    elif not report.recognised:
+        click.echo("nothing recognised in this log (envbuild explain knows: "
+                   "pip/conda solver errors, CUDA driver and arch errors, checkpoints, DataLoader, NCCL, OOM)")
+    else:
+        for finding in report.findings:
+            where = f" (line {finding.location.line})" if finding.location and finding.location.line else ""
+            click.echo(f"{finding.severity}: {finding.rule}{where}")
+            click.echo(f"  what: {finding.message}")
+            if finding.fix:
+                click.echo(f"  fix:  {finding.fix}")
+            if finding.evidence:
+                click.echo(f"  log:  {finding.evidence}")
+    if not report.recognised:
+        raise SystemExit(1)
+
+
+def _source_name(stream) -> str:
+    name = getattr(stream, "name", None)
+    return name if isinstance(name, str) and not name.startswith("<") else "-"
+
+
 @cli.command("init")
 @click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="An environment.yml (hand-written or `conda env export`) to turn into a spec.")
+              help="A file to turn into a spec: environment.yml (hand-written or `conda env export`), "
+                   "requirements.txt, conda-lock.yml or Dockerfile.")
+@click.option("--upgrade", is_flag=True,
+              help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
+                   "supported ones (each change is listed) instead of refusing.")
 @click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace an existing spec file.")
 @JSON
-def init(source: Path | None, name: str | None, out: Path | None, force: bool, as_json: bool) -> None:
-    """Write a spec: from an existing environment.yml (--from), or a commented starter."""
+def init(source: Path | None, name: str | None, out: Path | None, force: bool, upgrade: bool,
+         as_json: bool) -> None:
+    """Write a spec: from an environment file you have (--from), or a commented starter."""
     from builder.importer import init_spec
 
-    result = init_spec(source, name, out, force)
+    result = init_spec(source, name, out, force, upgrade)
     if as_json:
         reports.print_json(result.as_dict())
     else:
@@ -302,9 +367,9 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, a
         unmapped = result.unmapped
         click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
         for finding in result.findings:
-            click.echo(f"{result.path}: {finding.level}: {finding.field}: {finding.message}")
+            click.echo(f"{result.path}: {finding.severity}: {finding.rule}: {finding.message}")
         click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
-    if any(f.level == "error" for f in result.findings):
+    if any(f.is_error for f in result.findings):
         raise SystemExit(1)
 
 
@@ -476,4 +541,43 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
 
 
 def main() -> None:
-    cli(prog_name="envbuild")
+    """The console script: leaves through proc.exit_now (py-rattler can crash in interpreter teardown)."""
+    from builder import proc
+
+    proc.exit_now(run_cli(sys.argv[1:]))
+
+
+def run_cli(args: list[str]) -> int:
+    """Run one command; whatever goes wrong ends in one `Error:` line and an exit code, never a
+    traceback. SIGTERM and SIGHUP unwind like Ctrl-C, so containers and folders are cleaned up."""
+    import errno
+    import os
+
+    from builder import proc
+
+    with proc.signals_as_interrupt():
+        try:
+            result = cli.main(args=args, prog_name="envbuild", standalone_mode=False)
+            return result if isinstance(result, int) else 0
+        except click.exceptions.Abort as exc:
+            signal = exc.__cause__ if isinstance(exc.__cause__, proc.Terminated) else None
+            name = signal.args[0] if signal else "Ctrl-C"
+            click.echo(f"Error: interrupted ({name}); unfinished work was undone, run the command again", err=True)
+            return 128 + signal.signum if signal else 130
+        except click.ClickException as exc:
+            exc.show()
+            return exc.exit_code
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # the reader of our output went away (`| head`)
+                return 1
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"Error: {where}{exc.strerror or exc}; check free disk space and permissions there", err=True)
+            return 1
+        except Exception as exc:  # a bug: still one line, with the way to see more
+            if os.environ.get("ENVBUILD_DEBUG"):
+                raise
+            click.echo(f"Error: internal error: {type(exc).__name__}: {exc}; rerun with ENVBUILD_DEBUG=1 "
+                       "and report the traceback", err=True)
+            return 70

@@ -699,9 +699,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_hard(code: int) -> None:
     """Leave without interpreter teardown: py-rattler crashes at exit in some short runs."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    from builder.proc import exit_now  # shipped beside this module in the build context
+
+    exit_now(code)
 
 
 if __name__ == "__main__":

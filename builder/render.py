@@ -71,9 +71,13 @@ class RenderedEnv:
         return {"environment.yml": self.environment_yml, "Dockerfile": self.dockerfile}
 
 
-def _torch_conda_lines(target: Target) -> list[CondaLine]:
-    """How torch gets its CUDA, per route, per platform (CUDA builds only where CUDA exists)."""
+def _torch_conda_lines(target: Target, companions: Sequence[str] = ()) -> list[CondaLine]:
+    """How torch gets its CUDA, per route, per platform (CUDA builds only where CUDA exists).
+
+    `companions`: the spec's conda lines of packages built per CUDA (torchaudio, ...), pinned to
+    the target's CUDA build next to torch's on every platform with CUDA."""
     from builder.compat import load_platforms
+    from builder.cuda_builds import pin_to_cuda_build
 
     platform_info = load_platforms()
     lines: list[CondaLine] = []
@@ -92,11 +96,16 @@ def _torch_conda_lines(target: Target) -> list[CondaLine]:
         def conda_forge(cuda: bool) -> list[str]:
             # The build string names its CUDA (cuda129_*): `cuda-version` alone also admits older
             # builds (a cuda126 build needs cuda-version >=12.6,<13), which may win the solve.
-            specs = [f"pytorch={target.torch}={target.conda_forge_build_prefix if cuda else 'cpu'}*"]
+            build = f"{target.conda_forge_build_prefix}*" if cuda else "cpu*"
+            specs = [f"pytorch={target.torch}={build}"]
             if cuda:
                 specs.append(f"cuda-version={target.cuda}")
+            # torchvision's CUDA builds all accept any cuda-version of their major: without its
+            # build pinned, a cuda126 torchvision can sit next to a cuda129 torch.
             if target.torchvision:
-                specs.append(f"torchvision={target.torchvision}")
+                specs.append(f"torchvision={target.torchvision}={build}")
+            specs += [pin_to_cuda_build(line, target.route, target.cuda) if cuda and target.cuda else line
+                      for line in companions]
             return specs
 
         per_platform(conda_forge)
@@ -112,10 +121,14 @@ def _torch_conda_lines(target: Target) -> list[CondaLine]:
 
 
 def environment_context(target: Target, sources_replaced_pip: bool = False) -> dict[str, Any]:
+    from builder.cuda_builds import companion_names, package_name
+
     spec = target.spec
+    built_per_cuda = set(companion_names(target.route))
+    companions = [line for line in spec.conda if package_name(line) in built_per_cuda]
     conda = [CondaLine(f"python={target.python}")]
-    conda += _torch_conda_lines(target)
-    conda += [CondaLine(package) for package in spec.conda]
+    conda += _torch_conda_lines(target, companions)
+    conda += [CondaLine(package) for package in spec.conda if package not in companions]
     pip: list[str] = []
     if target.route is Route.PIP:
         local = f"+{target.pip_tag}"
