@@ -231,14 +231,19 @@ def _below(wanted: SpecifierSet, oldest: str) -> bool:
 
 
 def _choose_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str:
+    position = len(reading.notes)
+    chosen = _pick_cuda(reading, route, wish, release)
+    derived = [Note(h.entry, "derived", f"{_hint_meaning(h)} (route {route.value})") for h in wish.hints
+               # the torch line gets one note, with the torch it gives; a CUDA moved to another build has
+               # its own note saying so
+               if h.entry != _torch_entry(reading) and (h.cuda != wish.exact or chosen == wish.exact)]
+    derived += [Note(entry, "derived", f"CUDA {major}.x (a CUDA {major} wheel)") for entry, major in reading.cuda_majors]
+    reading.notes[position:position] = derived
+    return chosen
+
+
+def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str:
     variant = _variant(release, route, wish)
-    for hint in wish.hints:
-        # the torch line gets one note, with the torch it gives; a CUDA moved to a build that exists
-        # gets its note below
-        if hint.entry != _torch_entry(reading) and (hint.cuda != wish.exact or variant in (None, wish.exact)):
-            reading.note(hint.entry, "derived", f"{_hint_meaning(hint)} (route {route.value})")
-    for entry, major in reading.cuda_majors:
-        reading.note(entry, "derived", f"CUDA {major}.x (a CUDA {major} wheel)")
     variants = release.cuda_variants(route)
     if variant is None and wish.exact not in (None, SOME_CUDA, CPU):
         if version_tuple(wish.exact) >= version_tuple(variants[0]):
@@ -335,6 +340,19 @@ def _choose_torchvision(reading: Reading, release: TorchRelease | None, torch_up
     return release.torchvision_latest
 
 
+TORCH_PAIRS = ("torchaudio", "torchtext", "torchdata")  # released in step with torch, each pin fits one torch
+
+
+def _unpin_torch_pairs(reading: Reading, release: TorchRelease) -> None:
+    for extras in (reading.conda, reading.pip):
+        for index, package in enumerate(extras):
+            name = re.split(r"[=<>!~\s\[]", package, maxsplit=1)[0]
+            if name.lower() in TORCH_PAIRS and name != package:
+                extras[index] = name
+                reading.note(package, "upgraded", f"{name}'s pin is left out: it pairs with one torch release, "
+                                                  f"and torch moved to {release.line}")
+
+
 def _pip_index(reading: Reading, route: Route) -> str | None:
     """A custom wheel index (a mirror) for the spec; the public PyTorch index is envbuild's default."""
     if route is not Route.PIP:
@@ -408,6 +426,8 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
     torch_upgraded = any(n.outcome == "upgraded" and n.reason.startswith("torch ") for n in reading.notes)
     python = _choose_python(reading, release, python_exact, python_wanted, may_upgrade=torch_upgraded)
     torchvision = _choose_torchvision(reading, release, torch_upgraded)
+    if torch_upgraded:
+        _unpin_torch_pairs(reading, release)
     if reading.python and python_exact and python == python_exact:
         reading.note(reading.python.text, "derived", f"python: {python}")
     torch_entry = _torch_entry(reading)
@@ -419,9 +439,9 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
     if upgrades and not upgrade:
         changes = "; ".join(re.split(r"[:,]", n.reason)[0] for n in upgrades)
         raise reading.fail(
-            f"it is older than what envbuild builds ({upgrades[0].reason.split(': ', 1)[-1]}); the nearest set "
-            f"it builds is {changes} (route {route.value}). Run `envbuild init --from {reading.source} --upgrade` "
-            "to write that, each change listed")
+            f"{upgrades[0].entry!r} is older than what envbuild builds; the nearest set it builds is {changes} "
+            f"(route {route.value}). Run `envbuild init --from {reading.source} --upgrade` to write that, each "
+            "change listed")
     if reading.exported:
         reading.note("(the whole file)", "assumed",
                      f"a `conda env export`: all {reading.conda_lines} installed packages were pinned there, so "

@@ -198,8 +198,8 @@ def test_broken_files_give_one_clear_line_and_write_nothing(tmp_path: Path, fixt
     ({"dependencies": ["pytorch>=3", "cuda-version=12.9"]},
      "no torch release in envbuild's compatibility data fits 'pytorch>=3' with route conda-forge, CUDA 12.9"),
     ({"dependencies": ["pytorch=2.0.1", "cudatoolkit=9.2"]},
-     "CUDA 9.2 is older than any torch 2.0 build on route conda-forge (11.2, 11.8)); the nearest set it builds is "
-     "target cuda9.2 -> cuda11.2"),
+     "'cudatoolkit=9.2' is older than what envbuild builds; the nearest set it builds is target cuda9.2 -> "
+     "cuda11.2 (route conda-forge)"),
     ({"dependencies": ["pytorch=2.1.0", "torchvision=0.18.0", "cuda-version=11.8"]},
      "torchvision 0.18.0 does not pair with torch 2.1; use torchvision 0.16.2"),
 ])
