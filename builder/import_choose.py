@@ -216,6 +216,11 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
                                        f"{_conditions(route, wish, python)}; {chosen.line} is the newest "
                                        "the line allows")
         return chosen.latest, chosen
+    if wish.exact not in (None, SOME_CUDA, CPU) and wish.exact not in compat.cuda \
+            and version_tuple(wish.exact) > max(version_tuple(c) for c in compat.cuda):
+        known_cuda = ", ".join(sorted(compat.cuda, key=version_tuple))
+        raise reading.fail(f"{_cuda_entry(reading, wish)!r} names CUDA {wish.exact}, newer than any CUDA release "
+                           f"envbuild knows ({known_cuda}); fix the version and run `envbuild init` again")
     known = ", ".join(r.line for r in compat.releases())
     raise reading.fail(f"no torch release in envbuild's compatibility data fits {text!r} with "
                        f"{_conditions(route, wish, python)} (known: {known})")
