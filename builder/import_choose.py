@@ -243,7 +243,7 @@ def _choose_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchR
                # its own note saying so
                if h.entry != _torch_entry(reading) and (h.cuda != wish.exact or chosen == wish.exact)]
     derived += [Note(entry, "derived", f"CUDA {major}.x (a CUDA {major} wheel)") for entry, major in reading.cuda_majors]
-    reading.notes[position:position] = derived
+    reading.notes[position:position] = [n for i, n in enumerate(derived) if n not in derived[:i]]
     return chosen
 
 

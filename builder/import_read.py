@@ -89,7 +89,8 @@ class Reading:
     locked_cuda: list[tuple[str, str]] = field(default_factory=list)  # (package, CUDA) from a lock's builds
 
     def note(self, entry: str, outcome: Outcome, reason: str) -> None:
-        self.notes.append(Note(entry, outcome, reason))
+        if Note(entry, outcome, reason) not in self.notes:  # the same index line on every requirement
+            self.notes.append(Note(entry, outcome, reason))
 
     def fail(self, reason: str) -> UsageError:
         return UsageError(f"{self.source}: {reason}")
