@@ -322,6 +322,8 @@ def _read_channels(reading: Reading, channels: Any) -> None:
             reading.channels.append(text)
 
 
+# what pip's environment markers read on the machines envbuild builds for
+LINUX_MARKERS = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64"}
 PLACEHOLDER = re.compile(r"@[A-Za-z_][A-Za-z0-9_]*@|\$\{?[A-Za-z_][A-Za-z0-9_]*|\{\{")
 # packages whose version decides the torch stack and its CUDA build: unpinned, each solve may differ
 ML_PACKAGES = {"pytorch", "torch", "torchvision", "torchaudio", "pytorch-gpu", "pytorch-cpu", "pytorch-cuda",
@@ -467,8 +469,17 @@ def _read_pip(reading: Reading, text: str) -> None:
         reading.note(text, "unmapped", "a package from a URL (name @ url); publish it to an index and pin it by version")
         return
     if requirement.marker is not None:
-        reading.note(text, "unmapped", "environment markers (`; ...`) have no place in a spec's pip list")
-        return
+        marker = str(requirement.marker)
+        if set(re.findall(r"[a-z_]+(?=\s*(?:==|!=|in|not in)\s*['\"])", marker)) - set(LINUX_MARKERS):
+            reading.note(text, "unmapped", "environment markers on the Python version or implementation (`; ...`) "
+                                           "have no place in a spec's pip list; pin what this env needs")
+            return
+        if not requirement.marker.evaluate(LINUX_MARKERS):
+            reading.note(text, "dropped", f"`{marker}` is false on Linux, where envbuild builds")
+            return
+        line = line.split(";", 1)[0].strip()
+        requirement = Requirement(line)
+        reading.note(text, "assumed", f"`{marker}` holds on Linux, where envbuild builds: kept without it")
     name = requirement.name.lower().replace("_", "-")
     reading.pip_names.append(name)
     reading.pip_requirements_seen += 1
