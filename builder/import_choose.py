@@ -92,9 +92,9 @@ def _cuda_hint(reading: Reading, route: Route) -> CudaWish:
     majors = tuple(sorted({major for _, major in reading.cuda_majors}))
     exact = concrete.pop() if concrete else (SOME_CUDA if hints or majors or reading.cuda_ranges else None)
     if len(majors) > 1 or (majors and exact not in (None, SOME_CUDA, CPU) and exact.split(".")[0] not in majors):
-        said = [f"{entry!r} says CUDA {major}" for entry, major in reading.cuda_majors]
-        said += [f"{h.entry!r} says {meaning.get(h.cuda, 'CUDA ' + h.cuda)}" for h in hints if h.cuda == exact]
-        raise reading.fail(f"conflicting CUDA majors: {', '.join(said)}; keep the one you mean and run "
+        claims = [f"{entry!r} says CUDA {major}" for entry, major in reading.cuda_majors]
+        claims += [f"{h.entry!r} says {meaning.get(h.cuda, 'CUDA ' + h.cuda)}" for h in hints if h.cuda == exact]
+        raise reading.fail(f"conflicting CUDA majors: {', '.join(claims)}; keep the one you mean and run "
                            "`envbuild init` again")
     if exact == CPU and majors:
         raise reading.fail(f"{reading.cuda_majors[0][0]!r} is a CUDA {majors[0]} wheel, but the file asks for CPU "

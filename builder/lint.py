@@ -209,6 +209,7 @@ def ml_unpinned(subject: LintSubject) -> Iterator[Finding]:
 
 @LINT.rule("lint.python.end-of-life", "a Python release past its end of life")
 def python_end_of_life(subject: LintSubject) -> Iterator[Finding]:
+    python: str | None
     if subject.spec is not None:
         python = subject.spec.python
     elif subject.reading is not None and subject.reading.python is not None:
