@@ -46,6 +46,11 @@ def _route(reading: Reading) -> Route:
             "one copy overwrites the other. Keep one of them and run `envbuild init` again")
     if reading.pip_torch:
         return Route.PIP
+    if reading.conda_torch is None and reading.ngc_image:
+        raise reading.fail(
+            f"FROM {reading.ngc_image} is NVIDIA's NGC PyTorch image: its torch is NVIDIA's own build, which no "
+            "tag names; add a `pip install torch==X.Y.Z --index-url .../cuXYZ` line, or give envbuild the "
+            "environment file the image was made from")
     if reading.conda_torch is None:
         raise reading.fail(
             "no torch in it (pytorch in conda or torch in pip); envbuild builds PyTorch environments. "

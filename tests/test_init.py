@@ -430,3 +430,26 @@ def test_dockerfile_args_pip_and_conda_lines_are_read() -> None:
     text = "FROM continuumio/miniconda3\nRUN conda install -y -c pytorch -c nvidia pytorch=2.4.1 pytorch-cuda=12.4\n"
     draft = draft_from_environment(read_dockerfile_text(text, "Dockerfile"), "probe")
     assert (draft.data["route"], draft.data["targets"]) == ("pytorch-channel", [{"cuda": "12.4"}])
+
+
+def test_a_foreign_conda_lock_of_any_version_names_its_torch_build() -> None:
+    from builder.import_read import read_conda_lock_data
+
+    def record(name: str, version: str, build: str, channel: str = "conda-forge", manager: str = "conda") -> dict:
+        return {"name": name, "version": version, "manager": manager, "platform": "linux-64",
+                "url": f"https://conda.anaconda.org/{channel}/linux-64/{name}-{version}-{build}.conda"}
+
+    legacy = {"metadata": {"platforms": ["linux-64"]},  # no `version:` key at all
+              "package": [record("pytorch", "2.4.1", "py3.11_cuda12.1_cudnn9.1.0_0", "pytorch"),
+                          record("pytorch-cuda", "12.1", "ha16c6d3_6", "pytorch"), record("python", "3.11.9", "h0")]}
+    draft = draft_from_environment(read_conda_lock_data(legacy, "conda-lock.yml"), "probe")
+    assert (draft.data["route"], draft.data["torch"], draft.data["python"], draft.data["targets"]) == (
+        "pytorch-channel", "2.4.1", "3.11", [{"cuda": "12.1"}])
+    pip_torch = {"version": 3, "metadata": {"platforms": ["linux-64"]},
+                 "package": [record("python", "3.12.4", "h0"),
+                             {"name": "torch", "version": "2.5.1+cu124", "manager": "pip", "platform": "linux-64",
+                              "url": "https://download.pytorch.org/whl/cu124/torch-2.5.1%2Bcu124-cp312-linux.whl"}]}
+    draft = draft_from_environment(read_conda_lock_data(pip_torch, "conda-lock.yml"), "probe")
+    assert (draft.data["route"], draft.data["torch"], draft.data["targets"]) == ("pip", "2.5.1", [{"cuda": "12.4"}])
+    with pytest.raises(UsageError, match="has a `package:` list"):
+        read_conda_lock_data({"version": 1, "metadata": {}}, "conda-lock.yml")
