@@ -50,6 +50,9 @@ def read_dockerfile_text(text: str, source: str) -> Reading:
             if sep:
                 args[name.strip()] = default.strip().strip("\"'")
         elif keyword == "FROM":
+            # each stage starts afresh; the last stage's base is the image that runs
+            image_torch, ngc = None, None
+            reading.weak_hints.clear()
             image = rest.split()[0] if rest.split() else ""
             torch_image = PYTORCH_IMAGE.fullmatch(image)
             cuda_image = CUDA_IMAGE.fullmatch(image)

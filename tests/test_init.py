@@ -453,3 +453,12 @@ def test_a_foreign_conda_lock_of_any_version_names_its_torch_build() -> None:
     assert (draft.data["route"], draft.data["torch"], draft.data["targets"]) == ("pip", "2.5.1", [{"cuda": "12.4"}])
     with pytest.raises(UsageError, match="has a `package:` list"):
         read_conda_lock_data({"version": 1, "metadata": {}}, "conda-lock.yml")
+
+
+def test_a_multi_stage_dockerfile_takes_the_cuda_of_its_last_stage() -> None:
+    from builder.import_docker import read_dockerfile_text
+
+    text = ("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS build\nRUN make\n"
+            "FROM nvidia/cuda:12.1.1-runtime-ubuntu22.04\nRUN pip install torch==2.3.1\n")
+    draft = draft_from_environment(read_dockerfile_text(text, "Dockerfile"), "probe")
+    assert draft.data["targets"] == [{"cuda": "12.1"}]
