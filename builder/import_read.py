@@ -466,12 +466,16 @@ def _read_pip(reading: Reading, text: str) -> None:
     except InvalidRequirement:
         reading.note(text, "unmapped", "not a pip requirement")
         return
+    if requirement.url and requirement.name.lower() == "torch":
+        raise reading.fail(f"{text.strip()!r} takes torch from a URL; pin it by version instead (torch==X.Y.Z, with "
+                           "a cuXYZ index or +cuXYZ tag for its CUDA) so envbuild can pick the wheel per target")
     if requirement.url:
         reading.note(text, "unmapped", "a package from a URL (name @ url); publish it to an index and pin it by version")
         return
     if requirement.marker is not None:
         marker = str(requirement.marker)
-        if set(re.findall(r"[a-z_]+(?=\s*(?:==|!=|in|not in)\s*['\"])", marker)) - set(LINUX_MARKERS):
+        variables = set(re.findall(r"[a-z_]+", re.sub(r"\"[^\"]*\"|'[^']*'", "", marker))) - {"and", "or", "in", "not"}
+        if variables - set(LINUX_MARKERS):
             reading.note(text, "unmapped", "environment markers on the Python version or implementation (`; ...`) "
                                            "have no place in a spec's pip list; pin what this env needs")
             return

@@ -462,3 +462,22 @@ def test_a_multi_stage_dockerfile_takes_the_cuda_of_its_last_stage() -> None:
             "FROM nvidia/cuda:12.1.1-runtime-ubuntu22.04\nRUN pip install torch==2.3.1\n")
     draft = draft_from_environment(read_dockerfile_text(text, "Dockerfile"), "probe")
     assert draft.data["targets"] == [{"cuda": "12.1"}]
+
+
+@pytest.mark.parametrize("text, outcome, reason", [
+    ("torch==2.5.1; python_version < '3.13'\n", "unmapped", "environment markers on the Python version"),
+    ('einops; sys_platform == "darwin"\ntorch==2.5.1\n', "dropped", "is false on Linux"),
+])
+def test_markers_that_linux_cannot_settle_are_not_guessed(text: str, outcome: str, reason: str) -> None:
+    from builder.import_read import read_requirements_text
+
+    reading = read_requirements_text(text, "requirements.txt")
+    entry = text.splitlines()[0]
+    assert any(n.entry == entry and n.outcome == outcome and reason in n.reason for n in reading.notes)
+
+
+def test_torch_from_a_url_is_refused_with_what_to_write() -> None:
+    from builder.import_read import read_requirements_text
+
+    with pytest.raises(UsageError, match="takes torch from a URL; pin it by version"):
+        read_requirements_text("torch @ https://download.pytorch.org/whl/cu121/torch-2.3.1.whl\n", "requirements.txt")
