@@ -481,3 +481,28 @@ def test_torch_from_a_url_is_refused_with_what_to_write() -> None:
 
     with pytest.raises(UsageError, match="takes torch from a URL; pin it by version"):
         read_requirements_text("torch @ https://download.pytorch.org/whl/cu121/torch-2.3.1.whl\n", "requirements.txt")
+
+
+@pytest.mark.parametrize("name, text", [
+    ("environment.yml", "dependencies: [1, null, {pip: [2, null]}, 'pytorch=2.5.1']\n"),
+    ("environment.yml", "dependencies: ['pytorch>=', 'cuda-version>=abc']\n"),
+    ("environment.yml", "name: [x]\ndependencies: [pytorch]\nchannels: {a: b}\n"),
+    ("requirements.txt", "torch>=2.0 --index-url\n"),
+    ("requirements.txt", "\\\n"),
+    ("conda-lock.yml", "package: [1, 2]\n"),
+    ("conda-lock.yml", "version: 1\npackage:\n- {name: pytorch, version: null}\n"),
+    ("Dockerfile", "FROM\n"),
+    ("Dockerfile", "FROM pytorch/pytorch\nRUN pip install 'unbalanced\n"),
+    ("Dockerfile", "FROM x\nRUN conda install -c\n"),
+])
+def test_odd_inputs_give_a_spec_or_one_line_never_a_traceback(tmp_path: Path, name: str, text: str) -> None:
+    from builder.errors import EnvbuildError
+    from builder.lint import lint_path
+
+    source = tmp_path / name
+    source.write_text(text, encoding="utf-8")
+    for run in (lambda: init_spec(source, out=tmp_path / "spec.yaml", force=True), lambda: lint_path(source)):
+        try:
+            run()
+        except EnvbuildError as error:
+            assert "\n" not in str(error) and str(error).startswith(str(source))
