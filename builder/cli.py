@@ -161,7 +161,7 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
     resolved = resolve_targets(env_spec, cuda, sources, platforms)
     replaced_pip_index = bool(sources.pip_index)
     if check:
-        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index)
+        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)
     else:
         results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
                                parallel=jobs, timeout=timeout, replaced_pip_index=replaced_pip_index)
@@ -317,7 +317,7 @@ def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
     from builder.explain import explain_text
     from builder.gpuinfo import read_host_gpus
 
-    driver, gpus = (None, []) if no_host else read_host_gpus()
+    driver, gpus = (None, []) if no_host else read_host_gpus()[:2]
     report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus,
                           targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:

@@ -23,10 +23,11 @@ from typing import Any
 import yaml
 
 from builder.errors import UsageError
-from builder.generated_files import render_template, write_new_file
+from builder.generated_files import write_new_file
 from builder.import_choose import SpecDraft, draft_from_environment, spec_name, starter_draft
 from builder.import_lines import Note, cuda_from_build, cuda_from_tag, parse_conda_line
 from builder.import_read import read_environment, read_environment_data, read_source
+from builder.templates import render_template
 from builder.lint import Finding, lint_spec
 from builder.spec import EnvSpec, parse_spec
 from builder.target import Target, resolve_targets
