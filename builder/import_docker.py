@@ -41,6 +41,7 @@ def read_dockerfile_text(text: str, source: str) -> Reading:
     args: dict[str, str] = {}
     image_torch: tuple[str, str, str] | None = None  # (FROM line, torch, CUDA)
     ngc: str | None = None
+    stages: set[str] = set()
     for instruction in _instructions(text):
         keyword, _, rest = instruction.partition(" ")
         keyword = keyword.upper()
@@ -53,7 +54,12 @@ def read_dockerfile_text(text: str, source: str) -> Reading:
             # each stage starts afresh; the last stage's base is the image that runs
             image_torch, ngc = None, None
             reading.weak_hints.clear()
-            image = rest.split()[0] if rest.split() else ""
+            words = rest.split()
+            image = words[0] if words else ""
+            if image and image not in stages:  # `FROM build` names an earlier stage, not an image
+                reading.base_images.append(image)
+            if len(words) >= 3 and words[1].lower() == "as":
+                stages.add(words[2])
             torch_image = PYTORCH_IMAGE.fullmatch(image)
             cuda_image = CUDA_IMAGE.fullmatch(image)
             if torch_image:

@@ -70,6 +70,7 @@ class Reading:
     nodefaults: bool = False
     kind: str = "environment.yml"
     ngc_image: str | None = None  # `FROM nvcr.io/nvidia/pytorch:...`: a torch no tag names
+    base_images: list[str] = field(default_factory=list)  # a Dockerfile's FROM images, as written
     # Weaker than `hints`: a base image's CUDA (`FROM nvidia/cuda:12.1.0-...`) counts only when no line
     # of the file says otherwise, because the torch wheel brings its own CUDA libraries.
     weak_hints: list[Hint] = field(default_factory=list)
