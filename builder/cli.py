@@ -344,7 +344,7 @@ def _source_name(stream) -> str:
 @click.option("--upgrade", is_flag=True,
               help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
                    "supported ones (each change is listed) instead of refusing.")
-@click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
+@click.option("--name", help="The env name (default: the file's `name:`, else this folder's).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace an existing spec file.")
 @JSON

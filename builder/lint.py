@@ -183,6 +183,14 @@ def cudatoolkit_era(subject: LintSubject) -> Iterator[Finding]:
 def unpinned_images(subject: LintSubject) -> Iterator[Finding]:
     spec = subject.spec
     if spec is None:
+        stages = set()
+        for image in subject.reading.base_images if subject.reading else []:
+            if "@sha256:" not in image and image.lower() != "scratch" and image not in stages and "$" not in image:
+                stages.add(image)
+                yield finding(subject, "lint.images.unpinned", "warning",
+                              f"FROM {image} is not pinned by digest: a rebuild can pick up a different base",
+                              f"write `FROM {image}@sha256:...` (`docker buildx imagetools inspect {image}` shows "
+                              "it)", "FROM", f"FROM {image}")
         return
     for role, ref in (("runtime", spec.images.runtime), ("builder", spec.images.builder)):
         if ref.digest is None and not ref.image.startswith("local/"):
