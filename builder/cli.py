@@ -71,25 +71,6 @@ def targets(spec: Path, as_json: bool) -> None:
 
 
 @cli.command()
-@SPEC
-@CUDA
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
-@JSON
-def render(spec: Path, cuda: tuple[str, ...], out: Path | None, as_json: bool) -> None:
-    """Render environment.yml, the Dockerfile and the build context of each target."""
-    from builder.render import render_targets
-
-    written = [{"target": target.key, "path": str(folder)}
-               for target, folder in render_targets(resolve_targets(load_spec(spec), cuda), out)]
-    if as_json:
-        reports.print_json(written)
-    else:
-        for item in written:
-            click.echo(f"{item['target']}: {item['path']}")
-
-
-@cli.command()
 @click.argument("path", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--rules", "list_rules", is_flag=True, help="List the rules (id and what each checks) and exit.")
 @click.option("--rule", "only", multiple=True, metavar="ID", help="Run only this rule (repeatable).")
@@ -124,6 +105,36 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
             click.echo(f"{path}: no findings")
     if any(f.is_error for f in findings):
         raise SystemExit(1)
+
+
+@cli.command()
+@SPEC
+@CUDA
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
+@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder of the locks (default: <spec folder>/<env>/locks).")
+@click.option("--platform", "image_platform", default="linux/amd64", show_default=True,
+              help="Image platform whose locked packages the build context installs.")
+@sources_options
+@JSON
+def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path | None, image_platform: str,
+           sources: Sources, as_json: bool) -> None:
+    """Write each target's build context (Dockerfile, install plan from its lock, installer, smoke suite).
+
+    `docker build OUT` builds it with any engine. Without a fresh lock only environment.yml and the
+    Dockerfile are written. A folder is replaced only when envbuild wrote it and nobody changed it."""
+    from builder.context import render_contexts
+
+    written = render_contexts(resolve_targets(load_spec(spec), cuda, sources), out, lock_root=lock_root,
+                              replaced_pip_index=bool(sources.pip_index), image_platform=image_platform)
+    if as_json:
+        reports.print_json([item.as_dict() for item in written])
+        return
+    for item in written:
+        click.echo(f"{item.target}: {item.path}" + ("" if item.buildable else " (not buildable)"))
+        if item.note:
+            click.echo(f"{item.target}: {item.note}", err=True)
 
 
 @cli.command()
@@ -183,12 +194,14 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
 @CUDA
 @click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
 @click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
+@click.option("--source", metavar="URL", help="org.opencontainers.image.source (default: the spec's git remote).")
+@click.option("--revision", metavar="REV", help="org.opencontainers.image.revision (default: the spec's git HEAD).")
 @build_options
 @lock_options
 @sources_options
 @JSON
-def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, build: BuildFlags,
-          locks: LockFlags, sources: Sources, as_json: bool) -> None:
+def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, source: str | None,
+          revision: str | None, build: BuildFlags, locks: LockFlags, sources: Sources, as_json: bool) -> None:
     """Build one PyTorch-CUDA image per target through the Docker SDK."""
     from builder.pipeline import build_target_image
     from builder.progress import build_progress
@@ -196,11 +209,12 @@ def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None
     if not cuda and not all_targets:
         raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
     resolved = resolve_targets(build.spec(spec), () if all_targets else cuda, sources)
+    engine = build.engine_for(spec, source, revision)
     results = []
     for target in resolved:
         with build_progress(target.tag) as echo:
             results.append(build_target_image(
-                target, lock_root=locks.lock_root, options=build.engine, relock=not locks.frozen,
+                target, lock_root=locks.lock_root, options=engine, relock=not locks.frozen,
                 solver=locks.solver, push=push, echo=echo, replaced_pip_index=bool(sources.pip_index)))
     if as_json:
         reports.print_json([r.as_dict() for r in results])
@@ -429,7 +443,7 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
     resolved = resolve_targets(build.spec(spec), cuda, sources)
     flags = smoke_container
     container = flags.container()
-    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine, frozen=locks.frozen,
+    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine_for(spec), frozen=locks.frozen,
                       solver=locks.solver, replaced_pip_index=bool(sources.pip_index), container=container,
                       require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
     if flags.junit:
