@@ -145,3 +145,13 @@ def test_cli_missing_file_is_one_error_line():
     done = CliRunner().invoke(cli, ["explain", "does-not-exist.log"])
     assert done.exit_code == 2
     assert "Error:" in done.output and "Traceback" not in done.output
+
+
+def test_a_long_training_log_is_read_to_its_end():
+    # Many harmless mentions of a rule's needle before the real error: every one is looked at.
+    noise = "epoch 3 step 100 loss 0.12 (saved state_dict to ckpt.pt)\n" * 40_000
+    log = noise + 'RuntimeError: Error(s) in loading state_dict for Net:\n\tUnexpected key(s) in state_dict: "module.fc.weight".\n'
+    [finding] = explain_text(log).findings
+    assert finding.rule == "explain.checkpoint.module-prefix"
+    assert finding.location is not None and finding.location.line == 40_002
+    assert finding.evidence == 'Unexpected key(s) in state_dict: "module.fc.weight".'
