@@ -11,14 +11,14 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from builder.compat import CompatData, load_compat, version_tuple
+from builder import proc
+from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
 from builder.findings import Finding, Severity, sort_findings
 from builder.gpuinfo import GpuInfo, read_host_gpus
-from builder.image import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
 from builder.target import Target
 from smoke.compat import arch_coverage, parse_major_minor
 from smoke.driver import DriverReading
@@ -285,9 +285,8 @@ def _container_toolkit() -> dict[str, str]:
 
 def _version_line(executable: str) -> str:
     try:
-        done = subprocess.run([executable, "--version"], capture_output=True, text=True,
-                              timeout=TOOL_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        done = proc.run([executable, "--version"], timeout=TOOL_TIMEOUT_S, what=executable)
+    except (OSError, proc.ProcessTimeout):
         return ""
     lines = [line.strip() for line in (done.stdout or done.stderr).splitlines() if line.strip()]
     return lines[0] if lines else ""

@@ -5,7 +5,9 @@ No torch here. `pynvml` is imported only when present: images need not carry nvi
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
 
@@ -53,12 +55,14 @@ def read_driver() -> DriverReading:
 
 def _run_smi(executable: str, args: list[str], notes: list[str]) -> tuple[int, str] | None:
     try:
-        # Bytes, not text=True: nvidia-smi's output is not always UTF-8 (GPU names, Windows code pages).
-        done = subprocess.run([executable, *args], capture_output=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        returncode, stdout, stderr = _run_alone([executable, *args], NVIDIA_SMI_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        notes.append(f"nvidia-smi: no answer in {NVIDIA_SMI_TIMEOUT_S:g} s; it and its children were stopped")
+        return None
+    except OSError as exc:
         notes.append(f"nvidia-smi: {type(exc).__name__}: {exc}")
         return None
-    return done.returncode, decode_output(done.stdout) + decode_output(done.stderr)
+    return returncode, stdout + stderr
 
 
 def _query(executable: str, kind: str, fields: tuple[str, ...], notes: list[str]) -> list[dict[str, str | None]] | None:
@@ -131,3 +135,26 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
     processes = processes_from_query(apps) if apps is not None else parsed.processes
     return DriverReading("nvidia-smi", parsed.cuda_version, driver_version, notes, gpus, processes,
                          smi_version=parsed.smi_version)
+
+
+def _run_alone(command: list[str], timeout: float) -> tuple[int, str, str]:
+    """Run in a session of its own, so a timeout stops what it forked too (a hung nvidia-smi leaves a
+    child holding its pipes); output as text whatever bytes a broken driver prints. (The suite runs
+    in images without envbuild, so it cannot use builder.proc.)"""
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException:
+        _kill_group(process.pid)
+        process.communicate()
+        raise
+    _kill_group(process.pid)
+    return process.returncode, decode_output(stdout), decode_output(stderr)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
