@@ -27,6 +27,7 @@ from builder.gpuinfo import GpuInfo
 from builder.target import Target, default_pip_index
 from smoke.compat import arch_coverage, driver_cuda_from_nvml
 from smoke.driver import DriverReading
+from smoke.nvsmi import SmiProcess
 
 EVIDENCE_CHARS = 300
 # Rules with needles look at this many lines around each occurrence of a needle.
@@ -41,6 +42,7 @@ class ExplainContext:
     source: str = "-"
     driver: DriverReading | None = None  # this host's driver, None when not read (--no-host)
     gpus: tuple[GpuInfo, ...] = ()
+    processes: tuple[SmiProcess, ...] = ()  # this host's GPU compute processes
     targets: tuple[Target, ...] = ()
     compat: CompatData = field(default_factory=load_compat)
 
@@ -108,15 +110,30 @@ class ExplainReport:
         return {"source": self.source, "recognised": self.recognised,
                 "findings": [finding.as_dict() for finding in self.findings]}
 
+    def text_lines(self) -> list[str]:
+        if not self.recognised:
+            return ["nothing recognised in this log (envbuild explain knows pip/conda solver errors, CUDA driver and "
+                    "arch errors, checkpoints, DataParallel, DataLoader, NCCL, out of memory, nvidia-smi failures)"]
+        lines = []
+        for finding in self.findings:
+            where = f" (line {finding.location.line})" if finding.location and finding.location.line else ""
+            lines.append(f"{finding.severity}: {finding.rule}{where}")
+            lines.append(f"  what: {finding.message}")
+            if finding.fix:
+                lines.append(f"  fix:  {finding.fix}")
+            if finding.evidence:
+                lines.append(f"  log:  {finding.evidence}")
+        return lines
+
 
 def explain_text(text: str | bytes, source: str = "-", *, driver: DriverReading | None = None,
-                 gpus: Iterable[GpuInfo] = (), targets: Iterable[Target] = (),
-                 compat: CompatData | None = None) -> ExplainReport:
+                 gpus: Iterable[GpuInfo] = (), processes: Iterable[SmiProcess] = (),
+                 targets: Iterable[Target] = (), compat: CompatData | None = None) -> ExplainReport:
     """Every rule that recognises something in `text`, in the data file's order (most specific first)."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     context = ExplainContext(text=text.replace("\r\n", "\n"), source=source, driver=driver, gpus=tuple(gpus),
-                             targets=tuple(targets), compat=compat or load_compat())
+                             processes=tuple(processes), targets=tuple(targets), compat=compat or load_compat())
     return ExplainReport(source, tuple(rule_registry().run(context)))
 
 
@@ -438,6 +455,10 @@ def _out_of_memory(hit: Hit, context: ExplainContext) -> tuple[str, str]:
                 "the batch, resolution or sequence length is far too big for this GPU: reduce it (gradient "
                 "accumulation keeps the effective batch) or move to a GPU with more memory; no allocator "
                 "setting helps here")
+    holders = sorted((p for p in context.processes if p.memory_mib), key=lambda p: -(p.memory_mib or 0))
+    if holders:
+        listed = ", ".join(f"pid {p.pid} {p.name or '?'} {p.memory_mib} MiB" for p in holders[:3])
+        message += f"; on this host now: {listed}"
     return message, hit.text(hit.rule.fix)
 
 
