@@ -325,23 +325,13 @@ def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
     from builder.explain import explain_text
     from builder.gpuinfo import read_host_gpus
 
-    driver, gpus = (None, []) if no_host else read_host_gpus()[:2]
-    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus,
+    driver, gpus, processes = (None, [], []) if no_host else read_host_gpus()
+    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus, processes=processes,
                           targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:
         reports.print_json(report.as_dict())
-    elif not report.recognised:
-        click.echo("nothing recognised in this log (envbuild explain knows: "
-                   "pip/conda solver errors, CUDA driver and arch errors, checkpoints, DataLoader, NCCL, OOM)")
     else:
-        for finding in report.findings:
-            where = f" (line {finding.location.line})" if finding.location and finding.location.line else ""
-            click.echo(f"{finding.severity}: {finding.rule}{where}")
-            click.echo(f"  what: {finding.message}")
-            if finding.fix:
-                click.echo(f"  fix:  {finding.fix}")
-            if finding.evidence:
-                click.echo(f"  log:  {finding.evidence}")
+        click.echo("\n".join(report.text_lines()))
     if not report.recognised:
         raise SystemExit(1)
 
