@@ -178,11 +178,12 @@ def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, t
             [[r.target, r.status, f"{r.seconds:.1f}" if r.seconds else "",
               "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
         )
-        for result in results:
-            if result.status == "failed":
-                click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
-            elif result.message:
-                click.echo(f"{result.target}: {result.message}", err=True)
+    # On stderr also with --json: a CI log then says what to run, while the JSON goes to a report file.
+    for result in results:
+        if result.status == "failed":
+            click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
+        elif result.message:
+            click.echo(f"{result.target}: {result.message}", err=True)
     bad = {"failed"} | ({"stale", "missing"} if check else set())
     if any(r.status in bad for r in results):
         raise SystemExit(1)
@@ -402,6 +403,21 @@ def init(source, name, out, force, as_json) -> None:
         raise SystemExit(1)
 
 
+@cli.command("summary")
+@click.argument("report_files", metavar="REPORT.json...", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
+@JSON
+def summary(report_files, as_json) -> None:
+    """The JSON reports of `lock --check`, `image` and `matrix` as Markdown (a CI step summary)."""
+    from builder.summary import markdown_summary, read_report
+
+    read = [read_report(path) for path in report_files]
+    if as_json:
+        reports.print_json([report.as_dict() for report in read])
+    else:
+        click.echo(markdown_summary(read))
+
+
 @cli.command("ci")
 @click.argument("provider", type=click.Choice(["github", "gitlab"]))
 @SPEC
@@ -412,10 +428,13 @@ def init(source, name, out, force, as_json) -> None:
 @click.option("--cpu-runner-labels", metavar="A,B,...",
               help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
 @click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
-@click.option("--envbuild-requirement", metavar="REQ", help="What the jobs pip-install (default envbuild==<this version>).")
+@click.option("--install-from", "--envbuild-requirement", "install_from", metavar="SOURCE",
+              help="Where the jobs pip-install envbuild from: envbuild==X.Y.Z on your index, git+URL@COMMIT, "
+                   "a wheel URL with #sha256=, or a path in the repository (default: where this envbuild "
+                   "came from, else the CI variable ENVBUILD_REQUIREMENT).")
 @click.option("--force", is_flag=True, help="Replace an existing pipeline file.")
 @JSON
-def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, envbuild_requirement,
+def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, install_from,
        force, as_json) -> None:
     """Write a GitHub or GitLab pipeline: lock check, a build per target, GPU and CPU smoke jobs."""
     from builder.ci import CiOptions, parse_labels, write_pipeline
@@ -425,13 +444,20 @@ def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, 
         gpu_runner_labels=parse_labels(gpu_runner_labels, "--gpu-runner-labels"),
         cpu_runner_labels=parse_labels(cpu_runner_labels, "--cpu-runner-labels"),
         require_gpus=require_gpus,
-        **({"envbuild_requirement": envbuild_requirement} if envbuild_requirement else {}),
+        install_from=install_from,
     )
     pipeline = write_pipeline(provider, env_spec, spec, resolve_targets(env_spec), out, options, force)
     if as_json:
         reports.print_json(pipeline.as_dict())
         return
     click.echo(f"wrote {pipeline.path}: {provider} pipeline for {env_spec.name}")
+    if pipeline.install.requirement:
+        click.echo(f"jobs install {pipeline.install.requirement} ({pipeline.install.origin})")
+    else:
+        click.echo("jobs install envbuild from the CI variable ENVBUILD_REQUIREMENT: set it to a pinned source, "
+                   "or run again with --install-from")
+    if pipeline.install.note:
+        click.echo(f"note: {pipeline.install.note}", err=True)
     reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
         [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
         for job in pipeline.jobs

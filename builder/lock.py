@@ -17,6 +17,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -520,6 +521,21 @@ def lock_targets(
     return [results[t.key] for t in targets]
 
 
+def _shown_path(path: Path) -> str:
+    """A path as the user typed it from here: relative to this folder when it is inside it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def relock_hint(target: Target, lock_root: Path | None, folder: Path) -> str:
+    """What to run and commit so a CI lock check passes (CI solves nothing: the lock is committed)."""
+    spec = _shown_path(target.spec.source) if target.spec.source else "SPEC"
+    locks = f" --locks {shlex.quote(_shown_path(lock_root))}" if lock_root else ""
+    return f"run `envbuild lock {shlex.quote(spec)}{locks}` and commit {_shown_path(folder)}/"
+
+
 def check_targets(targets: Sequence[Target], *, lock_root: Path | None = None,
                   replaced_pip_index: bool = False) -> list[LockResult]:
     """For CI: which locks are fresh, stale or missing, without solving anything."""
@@ -531,6 +547,11 @@ def check_targets(targets: Sequence[Target], *, lock_root: Path | None = None,
             status, message = lock_status(inputs, folder), ""
         except EnvbuildError as exc:  # a corrupted lockfile: stale, with the reason
             status, message = "stale", exc.message
+        if status == "missing":
+            message = f"no committed lock: {relock_hint(target, lock_root, folder)}"
+        elif status == "stale":
+            message = (message + "; " if message else "the lock does not match the spec any more: ") \
+                + relock_hint(target, lock_root, folder)
         results.append(LockResult(target.key, status, folder / LOCK_FILE, input_hash=inputs.input_hash,
                                   message=message))
     return results
