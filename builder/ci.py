@@ -24,11 +24,14 @@ import yaml
 from builder.errors import UsageError
 from builder.generated_files import render_template, write_new_file
 from builder.install_source import InstallSource, install_source
+from builder.k8s import K8sOptions, Manifests, write_manifests
 from builder.spec import EnvSpec, default_lock_folder
 from builder.target import Target
 
 Provider = Literal["github", "gitlab"]
 PROVIDERS: tuple[Provider, ...] = ("github", "gitlab")
+# `envbuild ci k8s` writes Kubernetes Jobs instead of a pipeline (builder/k8s.py).
+K8S = "k8s"
 LABEL_PATTERN = r"[A-Za-z0-9_.:/\-]{1,100}"
 
 
@@ -157,3 +160,10 @@ def write_pipeline(provider: Provider, spec: EnvSpec, spec_path: Path, targets: 
     text = pipeline_text(provider, spec, spec_path, targets, path, options, source)
     write_new_file(path, text, force=force)
     return Pipeline(provider, path, text, pipeline_jobs(provider, text), source)
+
+
+def write_k8s_jobs(spec: EnvSpec, spec_path: Path, targets: list[Target], out: Path | None,
+                   options: K8sOptions, force: bool = False) -> Manifests:
+    settings = ci_defaults()["k8s"]
+    path = out or Path(settings["default_path"].format(name=spec.name))
+    return write_manifests(spec, PurePosixPath(spec_path).as_posix(), targets, path, options, settings, force)

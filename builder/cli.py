@@ -419,10 +419,11 @@ def summary(report_files, as_json) -> None:
 
 
 @cli.command("ci")
-@click.argument("provider", type=click.Choice(["github", "gitlab"]))
+@click.argument("provider", type=click.Choice(["github", "gitlab", "k8s"]))
 @SPEC
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Pipeline file (default .github/workflows/envbuild-<name>.yml or .gitlab-ci.yml).")
+              help="File to write (default .github/workflows/envbuild-<name>.yml, .gitlab-ci.yml or "
+                   "k8s/envbuild-<name>-smoke.yaml).")
 @click.option("--gpu-runner-labels", metavar="A,B,...",
               help="Labels (GitHub) or tags (GitLab) of the GPU runners; default self-hosted,linux,gpu / gpu.")
 @click.option("--cpu-runner-labels", metavar="A,B,...",
@@ -432,14 +433,42 @@ def summary(report_files, as_json) -> None:
               help="Where the jobs pip-install envbuild from: envbuild==X.Y.Z on your index, git+URL@COMMIT, "
                    "a wheel URL with #sha256=, or a path in the repository (default: where this envbuild "
                    "came from, else the CI variable ENVBUILD_REQUIREMENT).")
-@click.option("--force", is_flag=True, help="Replace an existing pipeline file.")
+@click.option("--registry", metavar="REGISTRY/PATH", help="k8s: where the build jobs pushed the images.")
+@click.option("--image", "images", multiple=True, metavar="TARGET=REF",
+              help="k8s: the image a target's Job runs, best by digest (repeatable; default REGISTRY/<tag>).")
+@click.option("--gpu-product", "gpu_products", multiple=True, metavar="LABEL",
+              help="k8s: a GPU class (nvidia.com/gpu.product node label) to test on; one Job each (repeatable).")
+@click.option("--namespace", metavar="NAME", help="k8s: the Jobs' namespace (default: kubectl's).")
+@click.option("--force", is_flag=True, help="Replace an existing file.")
 @JSON
-def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, install_from,
-       force, as_json) -> None:
-    """Write a GitHub or GitLab pipeline: lock check, a build per target, GPU and CPU smoke jobs."""
-    from builder.ci import CiOptions, parse_labels, write_pipeline
+def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, install_from, registry, images,
+       gpu_products, namespace, force, as_json) -> None:
+    """Write a GitHub or GitLab pipeline (lock check, a build per target, GPU and CPU smoke jobs), or
+    Kubernetes Jobs that smoke-test each CUDA target's pushed image on a cluster's GPUs (k8s)."""
+    from builder.ci import K8S, CiOptions, parse_labels, write_k8s_jobs, write_pipeline
+    from builder.errors import UsageError
+    from builder.k8s import K8sOptions, parse_images
 
     env_spec = load_spec(spec)
+    given = {"--gpu-runner-labels": gpu_runner_labels, "--cpu-runner-labels": cpu_runner_labels,
+             "--install-from": install_from} if provider == K8S else \
+        {"--registry": registry, "--image": images, "--gpu-product": gpu_products, "--namespace": namespace}
+    misplaced = [name for name, value in given.items() if value]
+    if misplaced:
+        raise UsageError(f"{misplaced[0]} does not apply to `envbuild ci {provider}`")
+    if provider == K8S:
+        manifests = write_k8s_jobs(env_spec, spec, resolve_targets(env_spec), out, K8sOptions(
+            images=parse_images(images), registry=registry, gpu_products=tuple(gpu_products),
+            require_gpus=require_gpus or 1, namespace=namespace), force)
+        if as_json:
+            reports.print_json(manifests.as_dict())
+            return
+        click.echo(f"wrote {manifests.path}: {len(manifests.jobs)} Kubernetes Job(s) for {env_spec.name}")
+        reports.print_table(f"{manifests.path}: jobs", ["job", "target", "GPU product", "image"], [
+            [job.name, job.target, job.gpu_product or "(any)", job.image] for job in manifests.jobs])
+        for note in manifests.notes:
+            click.echo(f"note: {note}", err=True)
+        return
     options = CiOptions(
         gpu_runner_labels=parse_labels(gpu_runner_labels, "--gpu-runner-labels"),
         cpu_runner_labels=parse_labels(cpu_runner_labels, "--cpu-runner-labels"),
