@@ -22,9 +22,10 @@ from typing import Any, Literal
 import yaml
 
 from builder.errors import UsageError
-from builder.generated_files import render_template, write_new_file
+from builder.generated_files import write_new_file
 from builder.install_source import InstallSource, install_source
 from builder.k8s import K8sOptions, Manifests, write_manifests
+from builder.templates import render_template
 from builder.spec import EnvSpec, default_lock_folder
 from builder.target import Target
 

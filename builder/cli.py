@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
 from builder import __version__
 from builder import reports
-from builder.lint import lint_spec
-from builder.render import render_target, render_to
+from builder.errors import EnvbuildError, UsageError
+from builder.cli_options import (
+    BASE_IMAGE,
+    BUILDER_IMAGE,
+    NETWORK,
+    BuildFlags,
+    ContainerFlags,
+    LockFlags,
+    build_options,
+    container_options_group,
+    lock_options,
+    sources_options,
+)
 from builder.spec import load_spec
-from builder.target import Sources, resolve_targets
+from builder.target import Sources, resolve_targets, target_summary
 
 SPEC = click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -19,7 +31,25 @@ CUDA = click.option("--cuda", "cuda", multiple=True, metavar="X.Y|cpu",
                     help="Only this CUDA target (repeatable); default: every target of the spec.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LibraryErrorShown(click.ClickException):
+    """A library error as click shows it: `Error: <message>` on stderr, the error's own exit code."""
+
+    def __init__(self, error: EnvbuildError) -> None:
+        super().__init__(error.message)
+        self.exit_code = error.exit_code
+
+
+class EnvbuildGroup(click.Group):
+    """The one place where library errors become an `Error:` line and an exit code (no traceback)."""
+
+    def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
+        try:
+            return super().invoke(ctx)
+        except EnvbuildError as error:
+            raise LibraryErrorShown(error) from None
+
+
+@click.group(cls=EnvbuildGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="envbuild")
 def cli() -> None:
     """Reproducible PyTorch-CUDA environments: render, lock, build and smoke-test one image per CUDA target."""
@@ -47,29 +77,6 @@ def targets(spec: Path, as_json: bool) -> None:
         click.echo(f"warning: {warning}", err=True)
 
 
-def target_summary(target) -> dict:
-    archs = target.archs
-    return {
-        "target": target.key,
-        "torch": target.torch,
-        "torchvision": target.torchvision,
-        "python": target.python,
-        "route": target.route.value,
-        "cuda": target.cuda,
-        "cudnn": target.cudnn,
-        "min_driver": target.min_driver,
-        "full_compat_driver": target.toolkit.full_compat_driver if target.toolkit else None,
-        "archs": f"{archs[0]}..{archs[-1]}" if archs else None,
-        "arch_list": archs,
-        "platforms": list(target.platforms),
-        "runtime_image": target.runtime_image.reference,
-        "builder_image": target.builder_image.reference,
-        "nvidia_cuda_image": target.toolkit.nvidia_cuda_image if target.toolkit else None,
-        "tag": target.tag,
-        "confidence": target.release.confidence,
-    }
-
-
 @cli.command()
 @SPEC
 @CUDA
@@ -78,18 +85,10 @@ def target_summary(target) -> dict:
 @JSON
 def render(spec: Path, cuda: tuple[str, ...], out: Path | None, as_json: bool) -> None:
     """Render environment.yml, the Dockerfile and the build context of each target."""
-    env_spec = load_spec(spec)
-    resolved = resolve_targets(env_spec, cuda)
-    written = []
-    for target in resolved:
-        if out is None:
-            folder = Path("build") / target.name / target.key
-        elif len(resolved) == 1:
-            folder = out
-        else:
-            folder = out / target.key
-        render_to(render_target(target), folder)
-        written.append({"target": target.key, "path": str(folder)})
+    from builder.render import render_targets
+
+    written = [{"target": target.key, "path": str(folder)}
+               for target, folder in render_targets(resolve_targets(load_spec(spec), cuda), out)]
     if as_json:
         reports.print_json(written)
     else:
@@ -98,45 +97,40 @@ def render(spec: Path, cuda: tuple[str, ...], out: Path | None, as_json: bool) -
 
 
 @cli.command()
-@SPEC
+@click.argument("path", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--rules", "list_rules", is_flag=True, help="List the rules (id and what each checks) and exit.")
+@click.option("--rule", "only", multiple=True, metavar="ID", help="Run only this rule (repeatable).")
 @JSON
-def lint(spec: Path, as_json: bool) -> None:
-    """Check SPEC against the seeds' advice; exit 1 when an error is found."""
-    findings = lint_spec(load_spec(spec))
+def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bool) -> None:
+    """Check PATH, a spec or an environment file you have (environment.yml, requirements.txt,
+    conda-lock.yml, Dockerfile); exit 1 when an error is found."""
+    from builder.errors import UsageError
+    from builder.findings import findings_to_json
+    from builder.lint import LINT, lint_path
+
+    if list_rules:
+        rules = [{"rule": rule.id, "summary": rule.summary} for rule in LINT]
+        if as_json:
+            reports.print_json(rules)
+        else:
+            reports.print_table("lint rules", ["rule", "checks"], [[r["rule"], r["summary"]] for r in rules])
+        return
+    if path is None:
+        raise UsageError("envbuild lint needs a PATH (a spec or an environment file), or --rules")
+    unknown = [rule for rule in only if rule not in LINT]
+    if unknown:
+        raise UsageError(f"--rule {unknown[0]}: no such rule; `envbuild lint --rules` lists them")
+    findings = lint_path(path, only)
     if as_json:
-        reports.print_json([f.as_dict() for f in findings])
+        click.echo(findings_to_json(findings, path=str(path)))
     else:
         for finding in findings:
-            click.echo(f"{spec}: {finding.level}: {finding.field}: {finding.message}")
+            click.echo(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
+                       + (f" (fix: {finding.fix})" if finding.fix else ""))
         if not findings:
-            click.echo(f"{spec}: no findings")
-    if any(f.level == "error" for f in findings):
+            click.echo(f"{path}: no findings")
+    if any(f.is_error for f in findings):
         raise SystemExit(1)
-
-
-def _sources(channel: tuple[str, ...], mirror: tuple[str, ...], pip_index: str | None):
-    from builder.errors import UsageError
-
-    mirrors = []
-    for item in mirror:
-        name, sep, url = item.partition("=")
-        if not sep or not name or not url:
-            raise UsageError(f"--mirror {item!r}: write NAME=URL, e.g. conda-forge=https://mirror.example/conda-forge")
-        mirrors.append((name, url))
-    return Sources(channels=tuple(channel), mirrors=tuple(mirrors), pip_index=pip_index)
-
-
-SOURCES = [
-    click.option("--channel", multiple=True, metavar="URL", help="Replace the spec's channels (repeatable)."),
-    click.option("--mirror", multiple=True, metavar="NAME=URL", help="Use URL in place of channel NAME (repeatable)."),
-    click.option("--pip-index", metavar="URL", help="Replace the PyTorch wheel index ({tag} becomes cu118, cpu, ...)."),
-]
-
-
-def sources_options(function):
-    for option in reversed(SOURCES):
-        function = option(function)
-    return function
 
 
 @cli.command()
@@ -156,19 +150,21 @@ def sources_options(function):
               help="Runtime base image in place of the spec's (its glibc becomes __glibc).")
 @sources_options
 @JSON
-def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, timeout, base_image,
-         channel, mirror, pip_index, as_json) -> None:
+def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: bool, update: tuple[str, ...],
+         force: bool, solver: str | None, lock_root: Path | None, jobs: int | None, timeout: float,
+         base_image: str | None, sources: Sources, as_json: bool) -> None:
     """Lock each CUDA target of SPEC with conda-lock (all its platforms in one conda-lock.yml)."""
     from builder.lock import check_targets, lock_targets
     from builder.target import with_images
 
     env_spec = with_images(load_spec(spec), base_image)
-    resolved = resolve_targets(env_spec, cuda, _sources(channel, mirror, pip_index), platforms)
+    resolved = resolve_targets(env_spec, cuda, sources, platforms)
+    replaced_pip_index = bool(sources.pip_index)
     if check:
-        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=bool(pip_index))
+        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)
     else:
         results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
-                               parallel=jobs, timeout=timeout, replaced_pip_index=bool(pip_index))
+                               parallel=jobs, timeout=timeout, replaced_pip_index=replaced_pip_index)
     if as_json:
         reports.print_json([r.as_dict() for r in results])
     else:
@@ -183,56 +179,10 @@ def lock(spec, cuda, platforms, check, update, force, solver, lock_root, jobs, t
         if result.status == "failed":
             click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
         elif result.message:
-            click.echo(f"{result.target}: {result.message}", err=True)
+            click.echo(f"{result.target}: {result.message}" + (f"; {result.hint}" if result.hint else ""), err=True)
     bad = {"failed"} | ({"stale", "missing"} if check else set())
     if any(r.status in bad for r in results):
         raise SystemExit(1)
-
-
-BASE_IMAGE = click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
-BUILDER_IMAGE = click.option("--builder-image", metavar="IMAGE[@DIGEST]",
-                             help="Env-builder image (needs Python >= 3.10).")
-NETWORK = click.option("--network", type=click.Choice(["host", "bridge", "none"]),
-                       help="Network of the build containers.")
-BUILD = [
-    BASE_IMAGE,
-    BUILDER_IMAGE,
-    click.option("--ca-cert", "ca_certs", multiple=True,
-                 type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                 help="Extra CA certificate to trust in both stages (repeatable)."),
-    click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE",
-                 help="Docker build argument (repeatable)."),
-    click.option("--no-cache", is_flag=True, help="Build every layer again."),
-    click.option("--platform", "image_platform", default="linux/amd64", show_default=True),
-    NETWORK,
-    click.option("--frozen", is_flag=True, help="Fail instead of locking when a lock is stale."),
-    click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path)),
-    click.option("--solver", metavar="PATH"),
-]
-
-
-def build_options(function):
-    for option in reversed(BUILD + SOURCES):
-        function = option(function)
-    return function
-
-
-def _build_plan(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache, image_platform,
-                network, channel, mirror, pip_index):
-    """The targets to build and how: what `image` and `matrix` share."""
-    from builder.errors import UsageError
-    from builder.image import BuildOptions
-    from builder.target import with_ca_certificates, with_images
-
-    env_spec = with_ca_certificates(with_images(load_spec(spec), base_image, builder_image), ca_certs)
-    args = {}
-    for item in build_args:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--build-arg {item!r}: write KEY=VALUE")
-        args[key] = value
-    resolved = resolve_targets(env_spec, cuda, _sources(channel, mirror, pip_index))
-    return resolved, BuildOptions(build_args=args, no_cache=no_cache, platform=image_platform, network=network)
 
 
 @cli.command()
@@ -241,24 +191,24 @@ def _build_plan(spec, cuda, base_image, builder_image, ca_certs, build_args, no_
 @click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
 @click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
 @build_options
+@lock_options
+@sources_options
 @JSON
-def image(spec, cuda, all_targets, push, base_image, builder_image, ca_certs, build_args, no_cache,
-          image_platform, network, frozen, lock_root, solver, channel, mirror, pip_index, as_json) -> None:
+def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, build: BuildFlags,
+          locks: LockFlags, sources: Sources, as_json: bool) -> None:
     """Build one PyTorch-CUDA image per target through the Docker SDK."""
-    from builder.errors import UsageError
     from builder.pipeline import build_target_image
     from builder.progress import build_progress
 
     if not cuda and not all_targets:
         raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
-    resolved, options = _build_plan(spec, () if all_targets else cuda, base_image, builder_image, ca_certs,
-                                    build_args, no_cache, image_platform, network, channel, mirror, pip_index)
+    resolved = resolve_targets(build.spec(spec), () if all_targets else cuda, sources)
     results = []
     for target in resolved:
         with build_progress(target.tag) as echo:
             results.append(build_target_image(
-                target, lock_root=lock_root, options=options, relock=not frozen, solver=solver, push=push,
-                echo=echo, replaced_pip_index=bool(pip_index)))
+                target, lock_root=locks.lock_root, options=build.engine, relock=not locks.frozen,
+                solver=locks.solver, push=push, echo=echo, replaced_pip_index=bool(sources.pip_index)))
     if as_json:
         reports.print_json([r.as_dict() for r in results])
         return
@@ -273,7 +223,7 @@ def image(spec, cuda, all_targets, push, base_image, builder_image, ca_certs, bu
 @cli.command()
 @SPEC
 @JSON
-def images(spec, as_json) -> None:
+def images(spec: Path, as_json: bool) -> None:
     """The images envbuild built for SPEC: tags, sizes, the lock each came from."""
     from builder.image import list_images
 
@@ -288,52 +238,34 @@ def images(spec, as_json) -> None:
     )
 
 
-SMOKE = [
-    click.option("--gpus", metavar="all|N|auto:N", help="GPUs for the container (auto:N: the N with most free memory)."),
-    click.option("--require-gpus", type=click.IntRange(0), default=0, help="Fail unless N GPUs are visible."),
-    click.option("--shm-size", default="1g", show_default=True, help="Shared memory (DataLoader workers need it)."),
-    click.option("--ulimit", "ulimits", multiple=True, metavar="NAME=SOFT[:HARD]",
-                 help="Container ulimit (repeatable); memlock=-1 is refused on some hosts."),
-    click.option("--timeout", type=click.FloatRange(1), default=900.0, show_default=True,
-                 help="Seconds the suite may run in one container."),
-    click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here."),
-]
-
-
-def smoke_options(function):
-    for option in reversed(SMOKE):
-        function = option(function)
-    return function
-
-
 @cli.command()
 @click.argument("image_name", metavar="IMAGE", required=False)
 @click.option("--local", is_flag=True, help="Run the suite in this Python instead of a container.")
 @click.option("--expect-torch", metavar="VER", help="Default: the image's io.envbuild.torch label.")
 @click.option("--expect-cuda", metavar="X.Y|cpu", help="Default: the image's io.envbuild.cuda label.")
 @click.option("--only", metavar="NAME,...", help="Run only these checks.")
-@smoke_options
+@container_options_group
 @JSON
-def smoke(image_name, local, gpus, require_gpus, expect_torch, expect_cuda, only, shm_size, ulimits,
-          timeout, junit, as_json) -> None:
+def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_cuda: str | None, only: str | None,
+          smoke_container: ContainerFlags, as_json: bool) -> None:
     """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
-    from builder.errors import UsageError
-    from builder.smoke_runner import container_options, image_expectations, run_in_image, run_local
+    from builder.smoke_runner import image_expectations, run_in_image, run_local
 
+    flags = smoke_container
     if local == bool(image_name):
         raise UsageError("give an IMAGE to test, or --local for this Python")
-    if local:
-        report = run_local(require_gpus, expect_torch, expect_cuda, only, timeout)
+    if local or image_name is None:
+        report = run_local(flags.require_gpus, expect_torch, expect_cuda, only, flags.timeout)
         title = "smoke: this Python"
     else:
-        container = container_options(gpus, shm_size, ulimits)
+        container = flags.container()
         labelled_torch, labelled_cuda = image_expectations(image_name)
-        report = run_in_image(image_name, container=container, require_gpus=require_gpus,
+        report = run_in_image(image_name, container=container, require_gpus=flags.require_gpus,
                               expect_torch=expect_torch or labelled_torch,
-                              expect_cuda=expect_cuda or labelled_cuda, only=only, timeout=timeout)
+                              expect_cuda=expect_cuda or labelled_cuda, only=only, timeout=flags.timeout)
         title = f"smoke: {image_name}"
-    if junit:
-        reports.write_junit(junit, "envbuild.smoke", report.checks)
+    if flags.junit:
+        reports.write_junit(flags.junit, "envbuild.smoke", report.checks)
     if as_json:
         reports.print_json(report.as_dict())
     else:
@@ -362,6 +294,8 @@ def doctor(spec: Path | None, as_json: bool) -> None:
         if report.host.gpus:
             reports.print_table("GPUs, most free memory first",
                                 ["index", "name", "arch", "free", "total", "util", "UUID / bus"], report.gpu_rows())
+        if report.process_rows():
+            reports.print_table("GPU processes", ["GPU", "PID", "name", "memory"], report.process_rows())
         problems = report.problem_rows()
         if problems:
             reports.print_table("problems", ["level", "what", "problem", "fix"], problems)
@@ -372,18 +306,61 @@ def doctor(spec: Path | None, as_json: bool) -> None:
         raise SystemExit(1)
 
 
+@cli.command("explain")
+@click.argument("log", type=click.File("rb"), metavar="FILE|-")
+@click.option("--spec", "spec", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Name this spec's targets in the fixes.")
+@click.option("--no-host", is_flag=True, help="Do not read this host's driver and GPUs (explain a log from elsewhere).")
+@JSON
+def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
+    """Read an error log (pip, conda, CUDA, PyTorch, NCCL; FILE or - for stdin) and say what happened, why,
+    and the fix. Exit 0 when something was recognised, 1 when not."""
+    from builder.explain import explain_text
+    from builder.gpuinfo import read_host_gpus
+
+    driver, gpus = (None, []) if no_host else read_host_gpus()[:2]
+    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus,
+                          targets=resolve_targets(load_spec(spec)) if spec else ())
+    if as_json:
+        reports.print_json(report.as_dict())
+    elif not report.recognised:
+        click.echo("nothing recognised in this log (envbuild explain knows: "
+                   "pip/conda solver errors, CUDA driver and arch errors, checkpoints, DataLoader, NCCL, OOM)")
+    else:
+        for finding in report.findings:
+            where = f" (line {finding.location.line})" if finding.location and finding.location.line else ""
+            click.echo(f"{finding.severity}: {finding.rule}{where}")
+            click.echo(f"  what: {finding.message}")
+            if finding.fix:
+                click.echo(f"  fix:  {finding.fix}")
+            if finding.evidence:
+                click.echo(f"  log:  {finding.evidence}")
+    if not report.recognised:
+        raise SystemExit(1)
+
+
+def _source_name(stream) -> str:
+    name = getattr(stream, "name", None)
+    return name if isinstance(name, str) and not name.startswith("<") else "-"
+
+
 @cli.command("init")
 @click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="An environment.yml (hand-written or `conda env export`) to turn into a spec.")
+              help="A file to turn into a spec: environment.yml (hand-written or `conda env export`), "
+                   "requirements.txt, conda-lock.yml or Dockerfile.")
+@click.option("--upgrade", is_flag=True,
+              help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
+                   "supported ones (each change is listed) instead of refusing.")
 @click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace an existing spec file.")
 @JSON
-def init(source, name, out, force, as_json) -> None:
-    """Write a spec: from an existing environment.yml (--from), or a commented starter."""
+def init(source: Path | None, name: str | None, out: Path | None, force: bool, upgrade: bool,
+         as_json: bool) -> None:
+    """Write a spec: from an environment file you have (--from), or a commented starter."""
     from builder.importer import init_spec
 
-    result = init_spec(source, name, out, force)
+    result = init_spec(source, name, out, force, upgrade)
     if as_json:
         reports.print_json(result.as_dict())
     else:
@@ -397,9 +374,9 @@ def init(source, name, out, force, as_json) -> None:
         unmapped = result.unmapped
         click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
         for finding in result.findings:
-            click.echo(f"{result.path}: {finding.level}: {finding.field}: {finding.message}")
+            click.echo(f"{result.path}: {finding.severity}: {finding.rule}: {finding.message}")
         click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
-    if any(f.level == "error" for f in result.findings):
+    if any(f.is_error for f in result.findings):
         raise SystemExit(1)
 
 
@@ -407,7 +384,7 @@ def init(source, name, out, force, as_json) -> None:
 @click.argument("report_files", metavar="REPORT.json...", nargs=-1, required=True,
                 type=click.Path(dir_okay=False, path_type=Path))
 @JSON
-def summary(report_files, as_json) -> None:
+def summary(report_files: tuple[Path, ...], as_json: bool) -> None:
     """The JSON reports of `lock --check`, `image` and `matrix` as Markdown (a CI step summary)."""
     from builder.summary import markdown_summary, read_report
 
@@ -441,8 +418,9 @@ def summary(report_files, as_json) -> None:
 @click.option("--namespace", metavar="NAME", help="k8s: the Jobs' namespace (default: kubectl's).")
 @click.option("--force", is_flag=True, help="Replace an existing file.")
 @JSON
-def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, install_from, registry, images,
-       gpu_products, namespace, force, as_json) -> None:
+def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | None, cpu_runner_labels: str | None,
+       require_gpus: int | None, install_from: str | None, registry: str | None, images: tuple[str, ...],
+       gpu_products: tuple[str, ...], namespace: str | None, force: bool, as_json: bool) -> None:
     """Write a GitHub or GitLab pipeline (lock check, a build per target, GPU and CPU smoke jobs), or
     Kubernetes Jobs that smoke-test each CUDA target's pushed image on a cluster's GPUs (k8s)."""
     from builder.ci import K8S, CiOptions, parse_labels, write_k8s_jobs, write_pipeline
@@ -497,25 +475,25 @@ def ci(provider, spec, out, gpu_runner_labels, cpu_runner_labels, require_gpus, 
 @SPEC
 @CUDA
 @build_options
-@smoke_options
+@lock_options
+@sources_options
+@container_options_group
 @JSON
-def matrix(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache, image_platform, network,
-           frozen, lock_root, solver, channel, mirror, pip_index, gpus, require_gpus, shm_size, ulimits,
-           timeout, junit, as_json) -> None:
+def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlags, sources: Sources,
+           smoke_container: ContainerFlags, as_json: bool) -> None:
     """Lock-check, build and smoke-test every target of SPEC on this host (what a GPU runner runs);
     exit 1 if anything failed."""
     from builder.matrix import run_matrix
     from builder.progress import build_progress
-    from builder.smoke_runner import container_options
 
-    resolved, options = _build_plan(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache,
-                                    image_platform, network, channel, mirror, pip_index)
-    container = container_options(gpus, shm_size, ulimits)
-    rows = run_matrix(resolved, lock_root=lock_root, options=options, frozen=frozen, solver=solver,
-                      replaced_pip_index=bool(pip_index), container=container, require_gpus=require_gpus,
-                      timeout=timeout, progress=build_progress)
-    if junit:
-        reports.write_junit(junit, f"envbuild.matrix.{resolved[0].name}",
+    resolved = resolve_targets(build.spec(spec), cuda, sources)
+    flags = smoke_container
+    container = flags.container()
+    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine, frozen=locks.frozen,
+                      solver=locks.solver, replaced_pip_index=bool(sources.pip_index), container=container,
+                      require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
+    if flags.junit:
+        reports.write_junit(flags.junit, f"envbuild.matrix.{resolved[0].name}",
                             [case for row in rows for case in row.junit_cases()])
     if as_json:
         reports.print_json([row.as_dict() for row in rows])
@@ -555,17 +533,16 @@ def matrix(spec, cuda, base_image, builder_image, ca_certs, build_args, no_cache
 @BASE_IMAGE
 @BUILDER_IMAGE
 @NETWORK
-@click.option("--frozen", is_flag=True, help="Fail instead of locking when the lock is stale.")
-@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--solver", metavar="PATH")
+@lock_options
 @sources_options
 @JSON
-def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as_image, pull, base_image,
-            builder_image, network, frozen, lock_root, solver, channel, mirror, pip_index, as_json) -> None:
+def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None, installer: str,
+            kernel_dir: Path | None, no_smoke: bool, force: bool, as_image: bool, pull: str | None,
+            base_image: str | None, builder_image: str | None, network: str | None, locks: LockFlags,
+            sources: Sources, as_json: bool) -> None:
     """A new team member's path: the local environment of SPEC from its lock, a Jupyter kernel, the smoke
     suite in it, and what to do next (--image: the image and its `docker run` line)."""
     from builder import onboard as path
-    from builder.errors import UsageError
     from builder.progress import build_progress
 
     def echo(line: str) -> None:
@@ -582,10 +559,12 @@ def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as
         where = "a local environment, not with --image/--pull" if as_image or pull else "--image builds"
         raise UsageError(f"{', '.join(misplaced)}: for {where}")
     env_spec = with_images(load_spec(spec), base_image, builder_image)
-    resolved = resolve_targets(env_spec, (cuda,) if cuda else (), _sources(channel, mirror, pip_index))
+    resolved = resolve_targets(env_spec, (cuda,) if cuda else (), sources)
+    replaced_pip_index = bool(sources.pip_index)
     if as_image or pull:
-        image_result = path.onboard_image(resolved, asked=bool(cuda), pull=pull, lock_root=lock_root,
-                                          frozen=frozen, solver=solver, replaced_pip_index=bool(pip_index),
+        image_result = path.onboard_image(resolved, asked=bool(cuda), pull=pull, lock_root=locks.lock_root,
+                                          frozen=locks.frozen, solver=locks.solver,
+                                          replaced_pip_index=replaced_pip_index,
                                           options=BuildOptions(network=network), progress=build_progress,
                                           echo=echo)
         if as_json:
@@ -596,8 +575,8 @@ def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as
         return
     result = path.onboard(resolved, asked=bool(cuda), prefix=prefix, name=name, installer=installer,
                           kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force,
-                          lock_root=lock_root, frozen=frozen, solver=solver, replaced_pip_index=bool(pip_index),
-                          echo=echo)
+                          lock_root=locks.lock_root, frozen=locks.frozen, solver=locks.solver,
+                          replaced_pip_index=replaced_pip_index, echo=echo)
     if as_json:
         reports.print_json(result.as_dict())
     else:
@@ -620,4 +599,43 @@ def onboard(spec, cuda, prefix, name, installer, kernel_dir, no_smoke, force, as
 
 
 def main() -> None:
-    cli(prog_name="envbuild")
+    """The console script: leaves through proc.exit_now (py-rattler can crash in interpreter teardown)."""
+    from builder import proc
+
+    proc.exit_now(run_cli(sys.argv[1:]))
+
+
+def run_cli(args: list[str]) -> int:
+    """Run one command; whatever goes wrong ends in one `Error:` line and an exit code, never a
+    traceback. SIGTERM and SIGHUP unwind like Ctrl-C, so containers and folders are cleaned up."""
+    import errno
+    import os
+
+    from builder import proc
+
+    with proc.signals_as_interrupt():
+        try:
+            result = cli.main(args=args, prog_name="envbuild", standalone_mode=False)
+            return result if isinstance(result, int) else 0
+        except click.exceptions.Abort as exc:
+            signal = exc.__cause__ if isinstance(exc.__cause__, proc.Terminated) else None
+            name = signal.args[0] if signal else "Ctrl-C"
+            click.echo(f"Error: interrupted ({name}); unfinished work was undone, run the command again", err=True)
+            return 128 + signal.signum if signal else 130
+        except click.ClickException as exc:
+            exc.show()
+            return exc.exit_code
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # the reader of our output went away (`| head`)
+                return 1
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"Error: {where}{exc.strerror or exc}; check free disk space and permissions there", err=True)
+            return 1
+        except Exception as exc:  # a bug: still one line, with the way to see more
+            if os.environ.get("ENVBUILD_DEBUG"):
+                raise
+            click.echo(f"Error: internal error: {type(exc).__name__}: {exc}; rerun with ENVBUILD_DEBUG=1 "
+                       "and report the traceback", err=True)
+            return 70

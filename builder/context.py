@@ -35,7 +35,8 @@ class BuildContext:
 def _installer_files(destination: Path) -> None:
     """The in-container installer: envbuild's install module and the rattler package, nothing else.
 
-    The builder image needs only a Python >= 3.10; py-rattler has no dependencies and is abi3.
+    The builder image needs only a Python >= 3.10; py-rattler has no dependencies and is abi3;
+    proc.py is standard library only.
     """
     import rattler
 
@@ -46,6 +47,7 @@ def _installer_files(destination: Path) -> None:
     source = Path(builder.__file__).parent
     (package / "__init__.py").write_text((source / "__init__.py").read_text(encoding="utf-8"), encoding="utf-8")
     shutil.copyfile(source / "install.py", package / "install.py")
+    shutil.copyfile(source / "proc.py", package / "proc.py")
     rattler_dir = Path(rattler.__file__).parent
     shutil.copytree(rattler_dir, destination / "rattler",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

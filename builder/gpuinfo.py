@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from smoke.nvsmi import SmiGpu
+from smoke.driver import DriverReading, read_driver
+from smoke.nvsmi import SmiGpu, SmiProcess
 
 MIB = 1024 * 1024
 
@@ -64,6 +65,10 @@ def nvml_snapshot() -> list[dict[str, Any]] | None:
                 "cuda_compute_capability": _answer(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
                 "memory": None if memory is None else {"free": memory.free, "total": memory.total},
                 "utilization_gpu": _answer(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+                "processes": [{"pid": process.pid, "used_memory": process.usedGpuMemory,
+                               "name": _answer(lambda: pynvml.nvmlSystemGetProcessName(process.pid))}
+                              for process in _answer(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
+                              or []],
             })
         return devices
     except Exception:
@@ -108,14 +113,16 @@ def gpus_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[GpuInfo]:
 
 
 def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
-    """GPUs from nvidia-smi's table: no UUID and no compute capability there, memory in MiB."""
+    """GPUs from nvidia-smi (its query, else its table: no UUID nor compute capability there), memory in MiB."""
     gpus = []
     for row in rows:
         known = row.memory_total_mib is not None and row.memory_used_mib is not None
         gpus.append(GpuInfo(
             index=row.index,
             name=row.name,
+            uuid=row.uuid,
             bus_id=row.bus_id,
+            capability=row.compute_capability,
             memory_free=(row.memory_total_mib - row.memory_used_mib) * MIB if known else None,  # type: ignore[operator]
             memory_total=row.memory_total_mib * MIB if row.memory_total_mib is not None else None,
             utilization=row.utilization_percent,
@@ -126,6 +133,33 @@ def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
 def rank_by_free_memory(gpus: Iterable[GpuInfo]) -> list[GpuInfo]:
     """Most free memory first (the seeds' way to pick the idle cards); unknown memory last, ties by index."""
     return sorted(gpus, key=lambda g: (g.memory_free is None, -(g.memory_free or 0), g.index))
+
+
+def processes_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[SmiProcess]:
+    """Compute processes NVML lists per GPU (none inside most containers: another PID namespace)."""
+    processes = []
+    for device in snapshot:
+        for process in device.get("processes") or []:
+            memory = process.get("used_memory")
+            processes.append(SmiProcess(pid=int(process["pid"]), name=_text(process.get("name")) or "",
+                                        gpu=int(device["index"]), gpu_uuid=_text(device.get("uuid")),
+                                        memory_mib=None if memory is None else int(memory) // MIB, type="C"))
+    return processes
+
+
+class HostGpus(NamedTuple):
+    driver: DriverReading
+    gpus: list[GpuInfo]  # most free memory first
+    processes: list[SmiProcess]
+
+
+def read_host_gpus() -> HostGpus:
+    """This host's driver, GPUs and GPU processes: NVML, else nvidia-smi (its query, else its table)."""
+    driver = read_driver()
+    snapshot = nvml_snapshot()
+    if snapshot is not None:
+        return HostGpus(driver, rank_by_free_memory(gpus_from_nvml(snapshot)), processes_from_nvml(snapshot))
+    return HostGpus(driver, rank_by_free_memory(gpus_from_smi(driver.smi_gpus)), list(driver.smi_processes))
 
 
 def gpus_by_free_memory() -> list[GpuInfo]:

@@ -21,8 +21,9 @@ from typing import Any
 import yaml
 
 from builder.errors import UsageError
-from builder.generated_files import comment_text, write_new_file
+from builder.generated_files import write_new_file
 from builder.smoke_runner import suite_args
+from builder.templates import comment_text
 from builder.spec import EnvSpec
 from builder.target import Target
 

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,8 @@ from builder.doctor import (
 )
 from builder.errors import EnvbuildError, UsageError
 from builder.image import BuildOptions
-from builder.lock import conda_tool_on_path, kill_group
+from builder import proc
+from builder.lock import conda_tool_on_path
 from builder.smoke_runner import SmokeReport, run_local
 from builder.target import Target
 
@@ -211,10 +211,11 @@ def install_environment(lock_path: Path, platform: str, prefix: Path, tool: Path
 def _install(lock_path: Path, platform: str, prefix: Path, tool: Path | None, marker: EnvMarker,
              timeout: float) -> None:
     prefix.parent.mkdir(parents=True, exist_ok=True)
+    recover_interrupted(prefix)
     if tool is None:
         # rattler writes the final prefix into the files while it fills a sibling folder, so the
         # new env can be renamed into place whole.
-        staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.envbuild-new-", dir=prefix.parent))
+        staging = Path(tempfile.mkdtemp(prefix=proc.owned_name(_aside_prefix(prefix, "new")), dir=prefix.parent))
         try:
             _run_own_installer(lock_path, platform, prefix, staging, timeout)
             marker.write(staging)
@@ -233,11 +234,36 @@ def _install(lock_path: Path, platform: str, prefix: Path, tool: Path | None, ma
             os.rename(backup, prefix)
         raise
     if backup is not None:
-        shutil.rmtree(backup, ignore_errors=True)
+        _retire(backup, prefix)
+
+
+def _aside_prefix(prefix: Path, what: str) -> str:
+    return f".{prefix.name}.envbuild-{what}"
 
 
 def _aside_name(prefix: Path, what: str) -> Path:
-    return prefix.parent / f".{prefix.name}.envbuild-{what}-{os.getpid()}"
+    return prefix.parent / (proc.owned_name(_aside_prefix(prefix, what)) + "env")
+
+
+def recover_interrupted(prefix: Path) -> None:
+    """What an onboard killed mid-install left beside the prefix (it could not clean up after kill -9):
+    a half-filled staging env is removed; an old env moved aside is put back when no env took its place."""
+    proc.remove_stale_folders(prefix.parent, _aside_prefix(prefix, "new"))
+    proc.remove_stale_folders(prefix.parent, _aside_prefix(prefix, "done"))
+    for backup in proc.stale_folders(prefix.parent, _aside_prefix(prefix, "old")):
+        # The install did not get as far as retiring the old env: whatever is at the prefix may be
+        # half-written, so the old env goes back (the user is left with the old one or the new one).
+        if prefix.exists():
+            shutil.rmtree(prefix)
+        os.rename(backup, prefix)
+
+
+def _retire(backup: Path, prefix: Path) -> None:
+    """The old env, once the new one is complete: renamed first, so a kill while removing it cannot
+    make a later run mistake a half-removed old env for one to put back."""
+    done = _aside_name(prefix, "done")
+    os.rename(backup, done)
+    shutil.rmtree(done, ignore_errors=True)
 
 
 def _move_aside(prefix: Path) -> Path | None:
@@ -257,7 +283,7 @@ def _swap_in(staging: Path, prefix: Path) -> None:
             os.rename(backup, prefix)
         raise
     if backup is not None:
-        shutil.rmtree(backup, ignore_errors=True)
+        _retire(backup, prefix)
 
 
 def _run_own_installer(lock_path: Path, platform: str, prefix: Path, staging: Path, timeout: float) -> None:
@@ -285,23 +311,14 @@ def _run_tool(tool: Path, lock_path: Path, prefix: Path, timeout: float) -> None
 
 
 def _run(command: list[str], timeout: float, what: str) -> None:
-    # Its own session, so a timeout or Ctrl-C stops what it started too (micromamba, pip): nothing
-    # may go on writing into the prefix while the old environment is put back.
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    # Its own session, so a timeout, Ctrl-C or envbuild's death stops what it started too
+    # (micromamba, pip): nothing may go on writing into the prefix while the old env is put back.
     try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(process.pid)
-        process.communicate()
-        raise EnvbuildError(f"{what} ran past {timeout:.0f} s and was stopped; nothing was changed") from None
-    except BaseException:
-        kill_group(process.pid)
-        process.communicate()
-        raise
-    if process.returncode != 0:
-        lines = [line.strip() for line in (stderr or stdout).splitlines() if line.strip()]
-        tail = " | ".join(lines[-TAIL_LINES:]) or f"exit status {process.returncode}"
+        done = proc.run(command, timeout=timeout, what=what)
+    except proc.ProcessTimeout as exc:
+        raise EnvbuildError(f"{exc}; nothing was changed") from None
+    if done.returncode != 0:
+        tail = " | ".join(done.last_lines(TAIL_LINES)) or f"exit status {done.returncode}"
         raise EnvbuildError(f"{what} failed: {tail}")
 
 

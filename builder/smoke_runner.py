@@ -12,7 +12,6 @@ import json
 import re
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -20,10 +19,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder import proc
 from builder.errors import EnvbuildError, UsageError
 
 REPORT_DIR = "/tmp/envbuild-smoke"
 NO_GPU_RUNTIME = "could not select device driver"
+SMOKE_RUN = "smoke"  # the io.envbuild.run label of the suite's containers
 
 
 @dataclass
@@ -112,10 +113,10 @@ def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cud
             env = {key: value for key, value in os.environ.items() if key not in ("PYTHONHOME", "PYTHONSTARTUP")}
             env.update(PYTHONPATH=str(Path(folder) / "suite"), PYTHONNOUSERSITE="1")
         try:
-            process = subprocess.run([str(python or sys.executable), "-m", "smoke", *args], capture_output=True,
-                                     text=True, timeout=timeout, env=env, check=False)
-        except subprocess.TimeoutExpired:
-            raise EnvbuildError(f"the smoke suite ran past {timeout:.0f} s and was stopped") from None
+            process = proc.run([str(python or sys.executable), "-m", "smoke", *args], timeout=timeout,
+                               what="the smoke suite", env=env)
+        except proc.ProcessTimeout as exc:
+            raise EnvbuildError(f"{exc}; raise --timeout") from None
         except OSError as exc:
             raise EnvbuildError(f"{python}: cannot run the smoke suite with it ({exc.strerror})") from None
         report = Path(folder) / "report.json"
@@ -181,9 +182,10 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
                  timeout: float = 900, client=None) -> SmokeReport:
     from docker.types import Ulimit
 
-    from builder.image import docker_client
+    from builder.engine import container_labels, docker_client, engine_error, reap_stale_containers
 
     client = client or docker_client()
+    reap_stale_containers(client, SMOKE_RUN)
     limits = [Ulimit(name=name, soft=soft, hard=hard) for name, soft, hard in container.ulimits]
     notes: list[str] = []
     started = time.monotonic()
@@ -193,9 +195,10 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
     while True:
         try:
             created = client.containers.create(image, command=args, device_requests=requests or None,
-                                               shm_size=container.shm_size, ulimits=limits or None, detach=True)
+                                               shm_size=container.shm_size, ulimits=limits or None, detach=True,
+                                               labels=container_labels(SMOKE_RUN))
         except Exception as exc:
-            raise EnvbuildError(f"{image}: the engine refused the smoke container: {exc}") from None
+            raise engine_error(exc, f"{image}: the smoke container") from None
         try:
             try:
                 created.start()
@@ -210,27 +213,40 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
                     continue
                 if "rlimit" in str(exc):
                     raise EnvbuildError(f"the engine refused a --ulimit: {exc}; drop it on this host") from None
-                raise EnvbuildError(f"{image}: the container did not start: {exc}") from None
+                raise engine_error(exc, f"{image}: the smoke container's start") from None
             try:
                 created.wait(timeout=timeout)
-            except Exception:
-                raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped") from None
+            except Exception as exc:
+                import requests
+
+                if isinstance(exc, requests.exceptions.ReadTimeout):
+                    raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped; "
+                                        "raise --timeout") from None
+                raise engine_error(exc, f"{image}: the smoke run") from None
             data = _read_report(created)
             if data is None:
                 logs = created.logs(tail=10).decode(errors="replace").strip().splitlines()
                 raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + " | ".join(logs[-5:]))
             return SmokeReport.from_json(data, notes, time.monotonic() - started)
         finally:
-            created.remove(force=True)
+            try:
+                created.remove(force=True)
+            except Exception:
+                pass  # the engine went away; the next run reaps it by its labels
 
 
 def image_expectations(image: str, client=None) -> tuple[str | None, str | None]:
     """The torch and CUDA an envbuild image says it has (its labels)."""
-    from builder.image import docker_client
+    from builder.engine import docker_client
 
     client = client or docker_client()
     try:
         labels = client.api.inspect_image(image)["Config"].get("Labels") or {}
-    except Exception:
-        raise EnvbuildError(f"no image {image!r} on this engine; build it with `envbuild image`") from None
+    except Exception as exc:
+        from builder.engine import engine_error, is_connection_loss
+
+        if is_connection_loss(exc):
+            raise engine_error(exc, f"{image}: inspecting the image") from None
+        raise EnvbuildError(f"no image {image!r} on this engine; build it with `envbuild image`, "
+                            "or `docker pull` it") from None
     return labels.get("io.envbuild.torch"), labels.get("io.envbuild.cuda")

@@ -74,7 +74,8 @@ def _mark(status: str) -> str:
 
 def _lock_section(report: Report) -> list[str]:
     return _table(["target", "lock", "what to do"],
-                  [[row["target"], _mark(row["status"]), row.get("message", "")] for row in report.rows])
+                  [[row["target"], _mark(row["status"]),
+                    "; ".join(text for text in (row.get("message"), row.get("hint")) if text)] for row in report.rows])
 
 
 def _image_section(report: Report) -> list[str]:

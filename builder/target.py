@@ -37,6 +37,17 @@ class Sources:
     mirrors: tuple[tuple[str, str], ...] = ()  # (channel name, URL) pairs
     pip_index: str | None = None  # replaces the PyTorch wheel index ({tag} allowed)
 
+    @classmethod
+    def parse(cls, channels: Sequence[str] = (), mirrors: Sequence[str] = (), pip_index: str | None = None) -> Sources:
+        """`--channel URL`, `--mirror NAME=URL` and `--pip-index URL` as given, or a one-line UsageError."""
+        pairs = []
+        for item in mirrors:
+            name, sep, url = item.partition("=")
+            if not sep or not name or not url:
+                raise UsageError(f"--mirror {item!r}: write NAME=URL, e.g. conda-forge=https://mirror.example/conda-forge")
+            pairs.append((name, url))
+        return cls(channels=tuple(channels), mirrors=tuple(pairs), pip_index=pip_index)
+
     def apply(self, channels: tuple[str, ...]) -> tuple[str, ...]:
         chosen = self.channels or channels
         mirrors = dict(self.mirrors)
@@ -283,4 +294,28 @@ def resolve_targets(
     return resolved
 
 
-__all__ = ["Sources", "Target", "release_line", "resolve_target", "resolve_targets"]
+def target_summary(target: Target) -> dict:
+    """What `envbuild targets` reports of one target (its JSON row)."""
+    archs = target.archs
+    return {
+        "target": target.key,
+        "torch": target.torch,
+        "torchvision": target.torchvision,
+        "python": target.python,
+        "route": target.route.value,
+        "cuda": target.cuda,
+        "cudnn": target.cudnn,
+        "min_driver": target.min_driver,
+        "full_compat_driver": target.toolkit.full_compat_driver if target.toolkit else None,
+        "archs": f"{archs[0]}..{archs[-1]}" if archs else None,
+        "arch_list": archs,
+        "platforms": list(target.platforms),
+        "runtime_image": target.runtime_image.reference,
+        "builder_image": target.builder_image.reference,
+        "nvidia_cuda_image": target.toolkit.nvidia_cuda_image if target.toolkit else None,
+        "tag": target.tag,
+        "confidence": target.release.confidence,
+    }
+
+
+__all__ = ["Sources", "Target", "release_line", "resolve_target", "resolve_targets", "target_summary"]

@@ -448,9 +448,10 @@ def test_summary_step_appends_markdown_after_failures_too(repo: Path, tmp_path: 
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "lock-check.json").write_text(json.dumps([{
         "target": "cuda12.6", "status": "missing", "path": "x", "seconds": 0, "input_hash": "h",
-        "message": "no committed lock: run `envbuild lock envs/pytorch.yaml` and commit envs/pytorch/locks/cuda12.6/",
+        "message": "no committed lock",
+        "hint": "run `envbuild lock envs/pytorch.yaml` and commit envs/pytorch/locks/cuda12.6/",
         "torch_builds": {}, "package_counts": {}}]))
     done, _ = run_step(step["run"], tmp_path, GITHUB_STEP_SUMMARY=str(summary_file))
     assert done.returncode == 0, done.stderr
     text = summary_file.read_text()
-    assert "| cuda12.6 | ❌ missing | no committed lock: run `envbuild lock envs/pytorch.yaml`" in text
+    assert "| cuda12.6 | ❌ missing | no committed lock; run `envbuild lock envs/pytorch.yaml`" in text

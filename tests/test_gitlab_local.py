@@ -113,10 +113,10 @@ def test_lock_check_job_runs_and_says_what_to_commit(repo: Path) -> None:
                            "lock-check", timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 1, output[-3000:]
-    hint = "cuda12.6: no committed lock: run `envbuild lock envs/pytorch.yaml` and commit envs/pytorch/locks/cuda12.6/"
+    hint = "cuda12.6: no committed lock; run `envbuild lock envs/pytorch.yaml` and commit envs/pytorch/locks/cuda12.6/"
     assert hint in output
     reports = repo / ".gitlab-ci-local" / "artifacts" / "lock-check" / "reports"
     rows = json.loads((reports / "lock-check.json").read_text())
     assert {row["target"]: row["status"] for row in rows} == {key: "missing" for key in CUDA_KEYS + ["cpu"]}
     summary = (reports / "summary.md").read_text()
-    assert "| cuda12.6 | ❌ missing | no committed lock: run `envbuild lock envs/pytorch.yaml`" in summary
+    assert "| cuda12.6 | ❌ missing | no committed lock; run `envbuild lock envs/pytorch.yaml`" in summary

@@ -45,9 +45,9 @@ def test_lock_check_without_committed_locks_says_what_to_run_and_commit(repo: Pa
     done = envbuild("lock", "envs/pytorch.yaml", "--check", "--cuda", "12.6", "--json", cwd=repo)
     assert done.returncode == 1
     [row] = json.loads(done.stdout)  # stdout stays JSON; the hint is on stderr for the CI log
-    hint = "no committed lock: run `envbuild lock envs/pytorch.yaml` and commit envs/pytorch/locks/cuda12.6/"
-    assert row["status"] == "missing" and row["message"] == hint
-    assert done.stderr.strip() == f"cuda12.6: {hint}"
+    hint = "run `envbuild lock envs/pytorch.yaml` and commit envs/pytorch/locks/cuda12.6/"
+    assert (row["status"], row["message"], row["hint"]) == ("missing", "no committed lock", hint)
+    assert done.stderr.strip() == f"cuda12.6: no committed lock; {hint}"
 
 
 def test_lock_check_of_a_stale_lock_says_the_same(repo: Path) -> None:
@@ -56,9 +56,9 @@ def test_lock_check_of_a_stale_lock_says_the_same(repo: Path) -> None:
     (folder / "conda-lock.yml").write_text("version: 1\n")
     done = envbuild("lock", "envs/pytorch.yaml", "--check", "--cuda", "12.6", "--locks", "envs/pytorch/locks", cwd=repo)
     assert done.returncode == 1
-    assert done.stderr.strip() == (
-        "cuda12.6: the lock does not match the spec any more: run `envbuild lock envs/pytorch.yaml --locks "
-        "envs/pytorch/locks` and commit envs/pytorch/locks/cuda12.6/")
+    assert done.stderr.strip().startswith("cuda12.6: stale: ")
+    assert done.stderr.strip().endswith(
+        "; run `envbuild lock envs/pytorch.yaml --locks envs/pytorch/locks` and commit envs/pytorch/locks/cuda12.6/")
 
 
 def test_matrix_junit_stage_carries_the_measured_time(repo: Path, tmp_path: Path) -> None:
@@ -77,7 +77,8 @@ def test_matrix_junit_stage_carries_the_measured_time(repo: Path, tmp_path: Path
 def test_summary_tables_of_every_report_kind(tmp_path: Path) -> None:
     lock = write(tmp_path / "reports" / "lock-check.json", [
         LockResult("cuda12.6", "fresh", Path("l"), input_hash="h").as_dict(),
-        LockResult("cpu", "missing", Path("l"), input_hash="h", message="no committed lock: run `envbuild lock`").as_dict(),
+        LockResult("cpu", "missing", Path("l"), input_hash="h", message="no committed lock",
+                   hint="run `envbuild lock`").as_dict(),
     ])
     image = write(tmp_path / "reports" / "image-cpu.json", [
         ImageResult("cpu", "sha256:1", ["team/pytorch:2.7.1-cpu"], 1_400_000_000, None, None, None, 120.0, "h",
@@ -93,7 +94,7 @@ def test_summary_tables_of_every_report_kind(tmp_path: Path) -> None:
     reports = [read_report(path) for path in (lock, image, matrix, empty)]
     assert [r.kind for r in reports] == ["lock", "image", "matrix", "unreadable"]
     text = markdown_summary(reports)
-    assert "| cpu | ❌ missing | no committed lock: run `envbuild lock` |" in text
+    assert "| cpu | ❌ missing | no committed lock; run `envbuild lock` |" in text
     assert "| cpu | team/pytorch:2.7.1-cpu | 1.4 GB | yes | 120.0 |" in text
     assert "| cpu | cpu | fresh | done | team/pytorch:2.7.1-cpu | 1.4 GB | 12 | 0 | 3 | 95.0 | ✅ ok |" in text
     assert "| cuda12.6 | 12.6 | fresh | done |  |  | 10 | 1 |  | 0.0 | ❌ 1 smoke check(s) failed |" in text
