@@ -99,7 +99,8 @@ def _images(targets: list[Target], options: K8sOptions) -> tuple[dict[str, str],
         raise UsageError(f"--image {unknown[0]}: no such CUDA target in the spec; use one of: {', '.join(sorted(keys))}")
     if options.registry is not None and not IMAGE_REFERENCE.fullmatch(options.registry):
         raise UsageError(f"--registry {options.registry!r}: write a registry and path, e.g. registry.example.org/team")
-    images, notes = {}, []
+    images: dict[str, str] = {}
+    notes: list[str] = []
     for target in targets:
         if target.key in given:
             images[target.key] = given[target.key]
@@ -167,14 +168,16 @@ def manifests_text(spec: EnvSpec, spec_file: str, targets: list[Target], options
     cuda_targets = [t for t in targets if t.cuda]
     if not cuda_targets:
         raise UsageError(f"{spec.name}: no CUDA target, so nothing to smoke-test on GPUs")
-    for product in options.gpu_products:
-        if not LABEL_VALUE.fullmatch(product):
-            raise UsageError(f"--gpu-product {product!r}: a node label value is letters, digits and . _ - "
+    for given in options.gpu_products:
+        if not LABEL_VALUE.fullmatch(given):
+            raise UsageError(f"--gpu-product {given!r}: a node label value is letters, digits and . _ - "
                              "(at most 63), e.g. NVIDIA-A100-SXM4-80GB")
     images, notes = _images(cuda_targets, options)
-    documents, jobs = [], []
+    documents: list[dict[str, Any]] = []
+    jobs: list[SmokeJob] = []
+    products: tuple[str | None, ...] = options.gpu_products or (None,)
     for target in cuda_targets:
-        for product in options.gpu_products or (None,):
+        for product in products:
             manifest = job_manifest(spec, target, images[target.key], product, options, settings)
             documents.append(manifest)
             jobs.append(SmokeJob(manifest["metadata"]["name"], target.key, images[target.key], product))
