@@ -1,12 +1,13 @@
-"""`envbuild ci github|gitlab`: a pipeline that lock-checks, builds and smoke-tests every target.
+"""`envbuild ci github|gitlab`: a pipeline that lock-checks, builds and smoke-tests every target
+(and `envbuild ci k8s`: Kubernetes Jobs for the GPU smoke tests, builder/k8s.py).
 
 Jobs: a lock check (`envbuild lock --check`), a build per target, a GPU smoke test per CUDA target on
 self-hosted GPU runners and a CPU smoke test per CPU target on hosted runners (a hosted runner has no
 GPU to test a CUDA image on, so it does not pull one); JSON, JUnit and Markdown reports are kept as
 artifacts. Images are pushed only from the default branch and tags, GPU jobs never run a fork's code,
-and jobs install envbuild from a pinned source (builder/install_source.py). The templates are `builder/data/templates/ci/*.j2`. Spec-derived values
-reach the pipeline only as YAML scalars (variables), never spliced into shell text: the scripts
-read them from the environment.
+and jobs install envbuild from a pinned source (builder/install_source.py). The templates are
+`builder/data/templates/ci/*.j2`. Spec-derived values reach the pipeline only as YAML scalars
+(variables), never spliced into shell text: the scripts read them from the environment.
 """
 
 from __future__ import annotations
