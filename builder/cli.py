@@ -179,11 +179,12 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
             [[r.target, r.status, f"{r.seconds:.1f}" if r.seconds else "",
               "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
         )
-        for result in results:
-            if result.status == "failed":
-                click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
-            elif result.message:
-                click.echo(f"{result.target}: {result.message}", err=True)
+    # On stderr also with --json: a CI log then says what to run, while the JSON goes to a report file.
+    for result in results:
+        if result.status == "failed":
+            click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
+        elif result.message:
+            click.echo(f"{result.target}: {result.message}" + (f"; {result.hint}" if result.hint else ""), err=True)
     bad = {"failed"} | ({"stale", "missing"} if check else set())
     if any(r.status in bad for r in results):
         raise SystemExit(1)
@@ -377,38 +378,91 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
         raise SystemExit(1)
 
 
+@cli.command("summary")
+@click.argument("report_files", metavar="REPORT.json...", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
+@JSON
+def summary(report_files: tuple[Path, ...], as_json: bool) -> None:
+    """The JSON reports of `lock --check`, `image` and `matrix` as Markdown (a CI step summary)."""
+    from builder.summary import markdown_summary, read_report
+
+    read = [read_report(path) for path in report_files]
+    if as_json:
+        reports.print_json([report.as_dict() for report in read])
+    else:
+        click.echo(markdown_summary(read))
+
+
 @cli.command("ci")
-@click.argument("provider", type=click.Choice(["github", "gitlab"]))
+@click.argument("provider", type=click.Choice(["github", "gitlab", "k8s"]))
 @SPEC
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Pipeline file (default .github/workflows/envbuild-<name>.yml or .gitlab-ci.yml).")
+              help="File to write (default .github/workflows/envbuild-<name>.yml, .gitlab-ci.yml or "
+                   "k8s/envbuild-<name>-smoke.yaml).")
 @click.option("--gpu-runner-labels", metavar="A,B,...",
               help="Labels (GitHub) or tags (GitLab) of the GPU runners; default self-hosted,linux,gpu / gpu.")
 @click.option("--cpu-runner-labels", metavar="A,B,...",
               help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
 @click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
-@click.option("--envbuild-requirement", metavar="REQ",
-              help="What the jobs pip-install (default envbuild==<this version>).")
-@click.option("--force", is_flag=True, help="Replace an existing pipeline file.")
+@click.option("--install-from", "--envbuild-requirement", "install_from", metavar="SOURCE",
+              help="Where the jobs pip-install envbuild from: envbuild==X.Y.Z on your index, git+URL@COMMIT, "
+                   "a wheel URL with #sha256=, or a path in the repository (default: where this envbuild "
+                   "came from, else the CI variable ENVBUILD_REQUIREMENT).")
+@click.option("--registry", metavar="REGISTRY/PATH", help="k8s: where the build jobs pushed the images.")
+@click.option("--image", "images", multiple=True, metavar="TARGET=REF",
+              help="k8s: the image a target's Job runs, best by digest (repeatable; default REGISTRY/<tag>).")
+@click.option("--gpu-product", "gpu_products", multiple=True, metavar="LABEL",
+              help="k8s: a GPU class (nvidia.com/gpu.product node label) to test on; one Job each (repeatable).")
+@click.option("--namespace", metavar="NAME", help="k8s: the Jobs' namespace (default: kubectl's).")
+@click.option("--force", is_flag=True, help="Replace an existing file.")
 @JSON
-def ci(provider: Literal["github", "gitlab"], spec: Path, out: Path | None, gpu_runner_labels: str | None,
-       cpu_runner_labels: str | None, require_gpus: int | None, envbuild_requirement: str | None, force: bool,
-       as_json: bool) -> None:
-    """Write a GitHub or GitLab pipeline: lock check, a build per target, GPU and CPU smoke jobs."""
-    from builder.ci import CiOptions, parse_labels, write_pipeline
+def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | None, cpu_runner_labels: str | None,
+       require_gpus: int | None, install_from: str | None, registry: str | None, images: tuple[str, ...],
+       gpu_products: tuple[str, ...], namespace: str | None, force: bool, as_json: bool) -> None:
+    """Write a GitHub or GitLab pipeline (lock check, a build per target, GPU and CPU smoke jobs), or
+    Kubernetes Jobs that smoke-test each CUDA target's pushed image on a cluster's GPUs (k8s)."""
+    from builder.ci import K8S, CiOptions, parse_labels, write_k8s_jobs, write_pipeline
+    from builder.errors import UsageError
+    from builder.k8s import K8sOptions, parse_images
 
     env_spec = load_spec(spec)
+    given = {"--gpu-runner-labels": gpu_runner_labels, "--cpu-runner-labels": cpu_runner_labels,
+             "--install-from": install_from} if provider == K8S else \
+        {"--registry": registry, "--image": images, "--gpu-product": gpu_products, "--namespace": namespace}
+    misplaced = [name for name, value in given.items() if value]
+    if misplaced:
+        raise UsageError(f"{misplaced[0]} does not apply to `envbuild ci {provider}`")
+    if provider == K8S:
+        manifests = write_k8s_jobs(env_spec, spec, resolve_targets(env_spec), out, K8sOptions(
+            images=parse_images(images), registry=registry, gpu_products=tuple(gpu_products),
+            require_gpus=require_gpus or 1, namespace=namespace), force)
+        if as_json:
+            reports.print_json(manifests.as_dict())
+            return
+        click.echo(f"wrote {manifests.path}: {len(manifests.jobs)} Kubernetes Job(s) for {env_spec.name}")
+        reports.print_table(f"{manifests.path}: jobs", ["job", "target", "GPU product", "image"], [
+            [job.name, job.target, job.gpu_product or "(any)", job.image] for job in manifests.jobs])
+        for note in manifests.notes:
+            click.echo(f"note: {note}", err=True)
+        return
     options = CiOptions(
         gpu_runner_labels=parse_labels(gpu_runner_labels, "--gpu-runner-labels"),
         cpu_runner_labels=parse_labels(cpu_runner_labels, "--cpu-runner-labels"),
         require_gpus=require_gpus,
-        **({"envbuild_requirement": envbuild_requirement} if envbuild_requirement else {}),
+        install_from=install_from,
     )
     pipeline = write_pipeline(provider, env_spec, spec, resolve_targets(env_spec), out, options, force)
     if as_json:
         reports.print_json(pipeline.as_dict())
         return
     click.echo(f"wrote {pipeline.path}: {provider} pipeline for {env_spec.name}")
+    if pipeline.install.requirement:
+        click.echo(f"jobs install {pipeline.install.requirement} ({pipeline.install.origin})")
+    else:
+        click.echo("jobs install envbuild from the CI variable ENVBUILD_REQUIREMENT: set it to a pinned source, "
+                   "or run again with --install-from")
+    if pipeline.install.note:
+        click.echo(f"note: {pipeline.install.note}", err=True)
     reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
         [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
         for job in pipeline.jobs
