@@ -99,7 +99,22 @@ def _unpinned_images(spec: EnvSpec) -> list[Finding]:
     ]
 
 
-RULES = (_torch_sections, _channel_mix, _name, _old_toolkits, _unpinned_images)
+def _fleet_coverage(spec: EnvSpec) -> list[Finding]:
+    """A target without kernels for a GPU of the spec's `fleet:` installs cleanly and fails at its first kernel."""
+    if not spec.fleet:
+        return []
+    from builder.errors import UsageError
+    from builder.fleet import fleet_warnings, spec_hosts
+    from builder.target import resolve_targets
+
+    try:
+        targets = resolve_targets(spec)
+    except UsageError:
+        return []  # `envbuild targets` reports why the targets do not resolve
+    return [Finding("warning", "fleet", message) for message in fleet_warnings(targets, spec_hosts(spec))]
+
+
+RULES = (_torch_sections, _channel_mix, _name, _old_toolkits, _unpinned_images, _fleet_coverage)
 
 
 def lint_spec(spec: EnvSpec) -> list[Finding]:
