@@ -21,7 +21,8 @@ import yaml
 
 from builder import __version__
 from builder.errors import UsageError
-from builder.generated_files import render_template, write_new_file
+from builder.generated_files import write_new_file
+from builder.templates import render_template
 from builder.spec import EnvSpec, default_lock_folder
 from builder.target import Target
 

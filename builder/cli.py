@@ -22,7 +22,6 @@ from builder.cli_options import (
     lock_options,
     sources_options,
 )
-from builder.lint import lint_spec
 from builder.spec import load_spec
 from builder.target import Sources, resolve_targets, target_summary
 
@@ -103,19 +102,39 @@ def render(spec: Path, cuda: tuple[str, ...], out: Path | None, as_json: bool) -
 
 
 @cli.command()
-@SPEC
+@click.argument("path", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--rules", "list_rules", is_flag=True, help="List the rules (id and what each checks) and exit.")
+@click.option("--rule", "only", multiple=True, metavar="ID", help="Run only this rule (repeatable).")
 @JSON
-def lint(spec: Path, as_json: bool) -> None:
-    """Check SPEC against the seeds' advice; exit 1 when an error is found."""
-    findings = lint_spec(load_spec(spec))
+def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bool) -> None:
+    """Check PATH, a spec or an environment file you have (environment.yml, requirements.txt,
+    conda-lock.yml, Dockerfile); exit 1 when an error is found."""
+    from builder.errors import UsageError
+    from builder.findings import findings_to_json
+    from builder.lint import LINT, lint_path
+
+    if list_rules:
+        rules = [{"rule": rule.id, "summary": rule.summary} for rule in LINT]
+        if as_json:
+            reports.print_json(rules)
+        else:
+            reports.print_table("lint rules", ["rule", "checks"], [[r["rule"], r["summary"]] for r in rules])
+        return
+    if path is None:
+        raise UsageError("envbuild lint needs a PATH (a spec or an environment file), or --rules")
+    unknown = [rule for rule in only if rule not in LINT]
+    if unknown:
+        raise UsageError(f"--rule {unknown[0]}: no such rule; `envbuild lint --rules` lists them")
+    findings = lint_path(path, only)
     if as_json:
-        reports.print_json([f.as_dict() for f in findings])
+        click.echo(findings_to_json(findings, path=str(path)))
     else:
         for finding in findings:
-            click.echo(f"{spec}: {finding.level}: {finding.field}: {finding.message}")
+            click.echo(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
+                       + (f" (fix: {finding.fix})" if finding.fix else ""))
         if not findings:
-            click.echo(f"{spec}: no findings")
-    if any(f.level == "error" for f in findings):
+            click.echo(f"{path}: no findings")
+    if any(f.is_error for f in findings):
         raise SystemExit(1)
 
 
@@ -147,7 +166,7 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
     resolved = resolve_targets(env_spec, cuda, sources, platforms)
     replaced_pip_index = bool(sources.pip_index)
     if check:
-        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index)
+        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)
     else:
         results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
                                parallel=jobs, timeout=timeout, replaced_pip_index=replaced_pip_index)
@@ -337,7 +356,7 @@ def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
     from builder.explain import explain_text
     from builder.gpuinfo import read_host_gpus
 
-    driver, gpus = (None, []) if no_host else read_host_gpus()
+    driver, gpus = (None, []) if no_host else read_host_gpus()[:2]
     report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus,
                           targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:
@@ -365,16 +384,21 @@ def _source_name(stream) -> str:
 
 @cli.command("init")
 @click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="An environment.yml (hand-written or `conda env export`) to turn into a spec.")
+              help="A file to turn into a spec: environment.yml (hand-written or `conda env export`), "
+                   "requirements.txt, conda-lock.yml or Dockerfile.")
+@click.option("--upgrade", is_flag=True,
+              help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
+                   "supported ones (each change is listed) instead of refusing.")
 @click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace an existing spec file.")
 @JSON
-def init(source: Path | None, name: str | None, out: Path | None, force: bool, as_json: bool) -> None:
-    """Write a spec: from an existing environment.yml (--from), or a commented starter."""
+def init(source: Path | None, name: str | None, out: Path | None, force: bool, upgrade: bool,
+         as_json: bool) -> None:
+    """Write a spec: from an environment file you have (--from), or a commented starter."""
     from builder.importer import init_spec
 
-    result = init_spec(source, name, out, force)
+    result = init_spec(source, name, out, force, upgrade)
     if as_json:
         reports.print_json(result.as_dict())
     else:
@@ -388,9 +412,9 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, a
         unmapped = result.unmapped
         click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
         for finding in result.findings:
-            click.echo(f"{result.path}: {finding.level}: {finding.field}: {finding.message}")
+            click.echo(f"{result.path}: {finding.severity}: {finding.rule}: {finding.message}")
         click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
-    if any(f.level == "error" for f in result.findings):
+    if any(f.is_error for f in result.findings):
         raise SystemExit(1)
 
 

@@ -22,6 +22,7 @@ from builder.gpuinfo import GpuInfo, read_host_gpus
 from builder.target import Target
 from smoke.compat import arch_coverage, parse_major_minor
 from smoke.driver import DriverReading
+from smoke.nvsmi import SmiProcess
 
 ENGINE_TIMEOUT_S = 10.0
 TOOL_TIMEOUT_S = 10.0
@@ -69,6 +70,7 @@ class HostFacts:
     gpus: tuple[GpuInfo, ...]  # most free memory first
     cuda_visible_devices: str | None = None
     cuda_device_order: str | None = None
+    processes: tuple[SmiProcess, ...] = ()  # GPU compute processes (NVML, else nvidia-smi)
 
     @property
     def has_driver(self) -> bool:
@@ -89,7 +91,7 @@ class HostFacts:
             "driver": {"source": driver.source, "version": driver.driver_version, "cuda": driver.cuda_text,
                        "nvidia_smi_version": driver.smi_version, "nvidia_smi_failure": driver.smi_failure,
                        "notes": list(driver.notes)},
-            "processes": [asdict(process) for process in driver.smi_processes],
+            "processes": [asdict(process) for process in self.processes],
             "gpus": [gpu.as_dict() for gpu in self.gpus],
             "cuda_visible_devices": self.cuda_visible_devices,
             "cuda_device_order": self.cuda_device_order,
@@ -195,9 +197,9 @@ class DoctorReport:
                 for gpu in self.host.gpus]
 
     def process_rows(self) -> list[list[str]]:
-        """GPU processes nvidia-smi listed (none inside most containers: another PID namespace)."""
+        """GPU compute processes NVML or nvidia-smi listed (none inside most containers: another PID namespace)."""
         return [[str(p.gpu) if p.gpu is not None else (p.gpu_uuid or "?"), str(p.pid), p.name,
-                 "?" if p.memory_mib is None else f"{p.memory_mib} MiB"] for p in self.host.driver.smi_processes]
+                 "?" if p.memory_mib is None else f"{p.memory_mib} MiB"] for p in self.host.processes]
 
     def problem_rows(self) -> list[list[str]]:
         return [[f.level, f.subject, f.message, f.fix or ""] for f in self.findings if f.level in NEEDS_FIX]
@@ -225,7 +227,7 @@ def _gib(size: int | None) -> str:
 # --- gathering (the only part that touches the host) --------------------------------------------
 
 def gather_host_facts(engine_timeout: float = ENGINE_TIMEOUT_S) -> HostFacts:
-    driver, gpus = read_host_gpus()
+    driver, gpus, processes = read_host_gpus()
     return HostFacts(
         os=_os_name(),
         python=f"{platform.python_implementation()} {platform.python_version()}",
@@ -235,6 +237,7 @@ def gather_host_facts(engine_timeout: float = ENGINE_TIMEOUT_S) -> HostFacts:
         gpus=tuple(gpus),
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"),
+        processes=tuple(processes),
     )
 
 

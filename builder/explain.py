@@ -268,12 +268,14 @@ def _arch_not_in_build(hit: Hit, context: ExplainContext) -> tuple[str, str]:
 def _no_kernel_image(hit: Hit, context: ExplainContext) -> tuple[str, str]:
     message = hit.text(hit.rule.message) + _host_gpu_words(context)
     # Which GPU: this host's (when read), else the one torch's sm_XX warning in the same log names.
-    named = [(gpu.name, gpu.sm or "", gpu.capability) for gpu in context.gpus if gpu.capability]
+    named: list[tuple[str, str, tuple[int, int] | None]] = [
+        (gpu.name, gpu.sm or "", gpu.capability) for gpu in context.gpus if gpu.capability]
     warned = re.search(r"([A-Za-z][^\n:]*?) with CUDA capability (sm_\d+) is not compatible", context.text)
-    if not named and warned and capability_of(warned.group(2)):
+    if not named and warned:
         named = [(warned.group(1), warned.group(2), capability_of(warned.group(2)))]
     for name, sm, capability in named[:1]:
-        assert capability is not None
+        if capability is None:
+            break
         targets, build = _builds_with_kernels(capability, context)
         if targets:
             return message, f"use target {targets[0]} (its build has {sm} kernels for {name})"
@@ -291,10 +293,14 @@ def _driver_too_old(hit: Hit, context: ExplainContext) -> tuple[str, str]:
     cuda_text = f"{driver_cuda[0]}.{driver_cuda[1]}"
     message = hit.text(hit.rule.message.replace("{driver_cuda}", cuda_text))
     runnable = _runnable_on(driver_cuda, context)
+    next_major = f"{driver_cuda[0] + 1}.0"
+    newer = context.compat.min_driver(next_major)
+    update = f"update the NVIDIA driver (>= {newer} runs CUDA {driver_cuda[0] + 1}.x builds)" if newer \
+        else "update the NVIDIA driver"
     if runnable:
-        fix = f"use a target this driver runs: {runnable}; or update the NVIDIA driver to one for the CUDA your build needs"
+        fix = f"use a target this driver runs: {runnable}; or {update}"
     else:
-        fix = f"no torch build in envbuild's data runs on a CUDA {cuda_text} driver: update the NVIDIA driver"
+        fix = f"no torch build in envbuild's data runs on a CUDA {cuda_text} driver: {update}"
     return message, fix
 
 

@@ -309,21 +309,27 @@ def _nearest_builds_text(host: FleetHost, targets: list[Target], compat: CompatD
     return "; ".join(parts)
 
 
-def fleet_warnings(targets: list[Target], hosts: list[FleetHost], compat: CompatData | None = None) -> list[str]:
-    """What `lint` and `targets` say about the spec's fleet: a target with no kernels for one of its GPUs
-    (and the nearest build that has them), a GPU no target runs on, kernels only through PTX JIT."""
+def fleet_problems(targets: list[Target], hosts: list[FleetHost],
+                   compat: CompatData | None = None) -> list[tuple[str, str | None]]:
+    """(message, fix) for each target with no kernels for a fleet GPU (the fix names the nearest build that
+    has them), a driver too old on a recorded host, kernels only through PTX JIT, a GPU no target runs on."""
     if not hosts:
         return []
     matrix = fleet_matrix(targets, hosts, compat)
-    warnings = []
+    problems: list[tuple[str, str | None]] = []
     for cell in matrix.cells:
         if cell.verdict == ARCH_NOT_IN_BUILD:
-            warnings.append(f"target {cell.target} does not run on fleet GPU {cell.host}: {cell.why}; {cell.fix}")
+            problems.append((f"target {cell.target} does not run on fleet GPU {cell.host}: {cell.why}", cell.fix))
         elif cell.verdict == NEEDS_NEWER_DRIVER:
-            warnings.append(f"target {cell.target} needs a newer driver on fleet host {cell.host}: {cell.fix}")
+            problems.append((f"target {cell.target} needs a newer driver on fleet host {cell.host}", cell.fix))
         elif cell.runs and cell.how == PTX_JIT:
-            warnings.append(f"target {cell.target} runs on fleet GPU {cell.host} only through PTX JIT "
-                            "(slow first start, none under minor-version compatibility)")
+            problems.append((f"target {cell.target} runs on fleet GPU {cell.host} only through PTX JIT (slow first "
+                             "start, none under minor-version compatibility)", None))
     for host, fix in matrix.uncovered.items():
-        warnings.append(f"no target of the spec runs on fleet GPU {host}: {fix}")
-    return warnings
+        problems.append((f"no target of the spec runs on fleet GPU {host}", fix))
+    return problems
+
+
+def fleet_warnings(targets: list[Target], hosts: list[FleetHost], compat: CompatData | None = None) -> list[str]:
+    """`fleet_problems` as the one-line warnings `envbuild targets` prints."""
+    return [f"{message}; {fix}" if fix else message for message, fix in fleet_problems(targets, hosts, compat)]

@@ -1,47 +1,17 @@
 """Files envbuild writes into a team's repository (a spec, a CI pipeline): templates and safe writes.
 
-The templates live in `builder/data/templates/`. Every value reaches the text through a filter that
-makes it one YAML scalar (or one comment line), so no value can add a key, a job or a step.
+The templates live in `builder/data/templates/` and render through builder.templates' one Jinja
+environment, whose filters make every value one YAML scalar (or one comment line).
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import tempfile
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
-import jinja2
-
-from builder import __version__
 from builder.errors import EnvbuildError, UsageError
-from builder.render import yaml_str
-
-
-def comment_text(value: Any) -> str:
-    """Text for a `#` comment: control characters (a newline would end the comment) shown escaped."""
-    return json.dumps(str(value), ensure_ascii=False)[1:-1]
-
-
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("builder", "data/templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-    env.filters.update(yaml_str=yaml_str, comment=comment_text)
-    return env
-
-
-def render_template(name: str, **values: Any) -> str:
-    return _environment().get_template(name).render(version=__version__, **values)
 
 
 def _umask() -> int:

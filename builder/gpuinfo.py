@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from smoke.driver import DriverReading, read_driver
-from smoke.nvsmi import SmiGpu
+from smoke.nvsmi import SmiGpu, SmiProcess
 
 MIB = 1024 * 1024
 
@@ -65,6 +65,10 @@ def nvml_snapshot() -> list[dict[str, Any]] | None:
                 "cuda_compute_capability": _answer(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
                 "memory": None if memory is None else {"free": memory.free, "total": memory.total},
                 "utilization_gpu": _answer(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+                "processes": [{"pid": process.pid, "used_memory": process.usedGpuMemory,
+                               "name": _answer(lambda: pynvml.nvmlSystemGetProcessName(process.pid))}
+                              for process in _answer(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
+                              or []],
             })
         return devices
     except Exception:
@@ -131,12 +135,31 @@ def rank_by_free_memory(gpus: Iterable[GpuInfo]) -> list[GpuInfo]:
     return sorted(gpus, key=lambda g: (g.memory_free is None, -(g.memory_free or 0), g.index))
 
 
-def read_host_gpus() -> tuple[DriverReading, list[GpuInfo]]:
-    """This host's driver and GPUs, most free memory first: NVML, else nvidia-smi (query, else table)."""
+def processes_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[SmiProcess]:
+    """Compute processes NVML lists per GPU (none inside most containers: another PID namespace)."""
+    processes = []
+    for device in snapshot:
+        for process in device.get("processes") or []:
+            memory = process.get("used_memory")
+            processes.append(SmiProcess(pid=int(process["pid"]), name=_text(process.get("name")) or "",
+                                        gpu=int(device["index"]), gpu_uuid=_text(device.get("uuid")),
+                                        memory_mib=None if memory is None else int(memory) // MIB, type="C"))
+    return processes
+
+
+class HostGpus(NamedTuple):
+    driver: DriverReading
+    gpus: list[GpuInfo]  # most free memory first
+    processes: list[SmiProcess]
+
+
+def read_host_gpus() -> HostGpus:
+    """This host's driver, GPUs and GPU processes: NVML, else nvidia-smi (its query, else its table)."""
     driver = read_driver()
     snapshot = nvml_snapshot()
-    gpus = gpus_from_nvml(snapshot) if snapshot is not None else gpus_from_smi(driver.smi_gpus)
-    return driver, rank_by_free_memory(gpus)
+    if snapshot is not None:
+        return HostGpus(driver, rank_by_free_memory(gpus_from_nvml(snapshot)), processes_from_nvml(snapshot))
+    return HostGpus(driver, rank_by_free_memory(gpus_from_smi(driver.smi_gpus)), list(driver.smi_processes))
 
 
 def gpus_by_free_memory() -> list[GpuInfo]:

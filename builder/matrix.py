@@ -89,7 +89,8 @@ def run_matrix(
     progress: Progress = lambda title: nullcontext(lambda line: None),
 ) -> list[MatrixRow]:
     statuses = {r.target: r.status for r in check_targets(targets, lock_root=lock_root,
-                                                          replaced_pip_index=replaced_pip_index)}
+                                                          replaced_pip_index=replaced_pip_index,
+                                                          solver=solver)}
     rows = []
     for target in targets:
         row = MatrixRow(target.key, target.torch, target.cuda or "cpu", lock=statuses[target.key])

@@ -255,8 +255,9 @@ def gpus_from_query(rows: list[dict[str, str | None]]) -> list[SmiGpu]:
         name = row.get("name") or row.get("gpu_name")
         if not name:
             continue
+        index = _int(row.get("index"))
         gpus.append(SmiGpu(
-            index=_int(row.get("index"), position),
+            index=position if index is None else index,
             name=name,
             bus_id=row.get("pci.bus_id"),
             memory_used_mib=_int(row.get("memory.used")),
@@ -269,7 +270,7 @@ def gpus_from_query(rows: list[dict[str, str | None]]) -> list[SmiGpu]:
 
 
 def processes_from_query(rows: list[dict[str, str | None]]) -> list[SmiProcess]:
-    return [SmiProcess(pid=int(row["pid"]), name=row.get("process_name") or "", gpu_uuid=row.get("gpu_uuid"),
+    return [SmiProcess(pid=int(row.get("pid") or 0), name=row.get("process_name") or "", gpu_uuid=row.get("gpu_uuid"),
                        memory_mib=_int(row.get("used_memory")), type="C")
             for row in rows if (row.get("pid") or "").isdigit()]
 

@@ -5,7 +5,6 @@ failures through the real command, as a subprocess the way a user runs it."""
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
@@ -63,18 +62,3 @@ def test_errors_carry_message_and_exit_code_without_click() -> None:
     assert (EnvbuildError("x").exit_code, UsageError("y").exit_code) == (1, 2)
     assert str(UsageError("one line")) == "one line" == UsageError("one line").message
     assert isinstance(UsageError("y"), EnvbuildError)
-
-
-def test_no_module_below_the_cli_imports_click() -> None:
-    offenders = []
-    for package in ("builder", "smoke"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            relative = path.relative_to(ROOT)
-            if relative.parts[:2] == ("builder", "cli") or relative.name.startswith("cli") and package == "builder":
-                continue
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                if any(name == "click" or name.startswith("click.") for name in names):
-                    offenders.append(str(relative))
-    assert offenders == []

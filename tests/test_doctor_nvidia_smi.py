@@ -87,3 +87,14 @@ def test_failure_lines_become_a_fix(capture: str, failure: str, fix_words: str, 
     assert not facts.has_driver
     [driver_check] = [f for f in diagnose(facts).findings if f.subject == "NVIDIA driver"]
     assert fix_words in (driver_check.fix or "")
+
+
+def test_nvml_processes_are_reported() -> None:
+    from builder.gpuinfo import processes_from_nvml
+
+    snapshot = [{"index": 1, "uuid": b"GPU-9a8b7c6d-5e4f-3a2b-1c0d-e9f8a7b6c5d4",
+                 "processes": [{"pid": 31337, "used_memory": 12_000 * 1024 * 1024, "name": b"python3"},
+                               {"pid": 4242, "used_memory": None, "name": None}]}]
+    [python, unnamed] = processes_from_nvml(snapshot)
+    assert (python.gpu, python.pid, python.name, python.memory_mib) == (1, 31337, "python3", 12_000)
+    assert (unnamed.pid, unnamed.name, unnamed.memory_mib) == (4242, "", None)

@@ -111,13 +111,19 @@ def test_wheel_only_fleet_needs_two_targets(tmp_path: Path) -> None:
 
 def test_volta_team_is_told_at_lint_time(tmp_path: Path) -> None:
     spec = load_spec(write_spec(tmp_path, 'targets:\n  - {cuda: "13.0"}\nfleet:\n  - {gpu: V100, count: 4}\n'))
-    finding, uncovered = [f for f in lint_spec(spec) if f.field == "fleet"]
-    assert finding.level == uncovered.level == "warning"
-    assert uncovered.message.startswith("no target of the spec runs on fleet GPU V100: sm_70: ")
+    finding, uncovered = lint_spec(spec, only=["lint.fleet.arch-not-covered"])
+    assert finding.severity.value == uncovered.severity.value == "warning"
+    assert finding.location.field == "fleet"
     assert finding.message.startswith("target cuda13.0 does not run on fleet GPU V100: sm_70 not in torch 2.11's "
                                       "pip CUDA 13.0 build")
-    assert ("sm_70: the newest builds with sm_70 kernels are torch 2.14 with CUDA 12.6 (pip), "
-            "torch 2.14 with CUDA 12.9 (conda-forge)") in finding.message
+    assert finding.fix == ("sm_70: the newest builds with sm_70 kernels are torch 2.14 with CUDA 12.6 (pip), "
+                           "torch 2.14 with CUDA 12.9 (conda-forge)")
+    assert uncovered.message == "no target of the spec runs on fleet GPU V100" and uncovered.fix == finding.fix
+
+
+def test_a_spec_without_fleet_gets_no_fleet_findings(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path, 'targets:\n  - {cuda: "13.0"}\n'))
+    assert lint_spec(spec, only=["lint.fleet.arch-not-covered"]) == []
 
 
 def test_named_gpus_are_judged_on_architecture_alone(tmp_path: Path) -> None:
@@ -135,7 +141,7 @@ def test_named_gpus_are_judged_on_architecture_alone(tmp_path: Path) -> None:
     assert all("driver not recorded" in c.why for c in matrix.cells if c.runs)
     warnings = fleet_warnings(targets, spec_hosts(spec))
     assert "target cuda13.0 runs on fleet GPU 13.0 only through PTX JIT" in " ".join(warnings)
-    assert any(w.startswith("no target of the spec runs on fleet GPU K80: sm_37:") for w in warnings)
+    assert any(w.startswith("no target of the spec runs on fleet GPU K80; sm_37:") for w in warnings)
 
 
 def test_spec_host_files_are_relative_to_the_spec(tmp_path: Path) -> None:

@@ -166,7 +166,8 @@ def test_lines_that_cannot_be_mapped_are_listed_with_their_reason(tmp_path: Path
 BROKEN = {
     "broken-not-yaml.yml": "not valid YAML at line 4",
     "broken-no-dependencies.yml": "no `dependencies:` list",
-    "broken-torch-unknown.yml": "torch 1.12.1 is not in envbuild's compatibility data (known: 2.0,",
+    "broken-torch-unknown.yml": "the nearest set it builds is torch 1.12.1 -> 2.0.1; target cuda11.3 -> cuda11.7; "
+                                "torchvision 0.13.1 -> 0.15.2 (route pytorch-channel). Run `envbuild init --from",
     "broken-conflicting-cuda.yml": "conflicting CUDA hints: 'pytorch-cuda=12.1' says CUDA 12.1, "
                                    "'cudatoolkit=11.8' says CUDA 11.8",
     "broken-torch-twice.yml": "torch comes from both conda ('pytorch=2.1.0') and pip ('torch==2.1.0')",
@@ -196,7 +197,9 @@ def test_broken_files_give_one_clear_line_and_write_nothing(tmp_path: Path, fixt
      "torch 2.13 supports Python 3.10 to 3.15, not 3.8"),
     ({"dependencies": ["pytorch>=3", "cuda-version=12.9"]},
      "no torch release in envbuild's compatibility data fits 'pytorch>=3' with route conda-forge, CUDA 12.9"),
-    ({"dependencies": ["pytorch=2.0.1", "cudatoolkit=9.2"]}, "CUDA 9.2 is older than any CUDA envbuild builds for"),
+    ({"dependencies": ["pytorch=2.0.1", "cudatoolkit=9.2"]},
+     "CUDA 9.2 is older than any torch 2.0 build on route conda-forge (11.2, 11.8)); the nearest set it builds is "
+     "target cuda9.2 -> cuda11.2"),
     ({"dependencies": ["pytorch=2.1.0", "torchvision=0.18.0", "cuda-version=11.8"]},
      "torchvision 0.18.0 does not pair with torch 2.1; use torchvision 0.16.2"),
 ])
@@ -253,7 +256,7 @@ def test_starter_spec_is_commented_and_valid(tmp_path: Path, monkeypatch) -> Non
     keys = [t.key for t in resolve_targets(spec)]
     assert keys[-1] == "cpu" and keys[0].startswith("cuda")
     assert spec.route.value == "conda-forge" and spec.torchvision
-    assert [f.field for f in result.findings] == ["images.runtime", "images.builder"]
+    assert [f.location.field for f in result.findings] == ["images.runtime", "images.builder"]
 
 
 def test_cli_prints_the_table_and_the_lint_findings(tmp_path: Path, monkeypatch) -> None:
@@ -263,7 +266,7 @@ def test_cli_prints_the_table_and_the_lint_findings(tmp_path: Path, monkeypatch)
     assert outcome.exit_code == 0, outcome.output
     assert "wrote envs/research-env.yaml: torch 2.5.1, route conda-forge, targets cuda12.6" in outcome.output
     assert "7 line(s) could not be mapped" in outcome.output
-    assert "warning: images.runtime" in outcome.output
+    assert "warning: lint.images.unpinned" in outcome.output
     again = runner.invoke(cli, ["init", "--from", str(FIXTURES / "with-unmapped.yml")])
     assert again.exit_code == 2 and "exists; pass --force" in again.output
 

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from builder.errors import UsageError
-from builder.render import docker_str, render_target, render_to
+from builder.render import render_target, render_to
+from builder.templates import docker_str
 from builder.spec import load_spec, parse_spec
 from builder.target import resolve_targets
 

@@ -20,7 +20,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from builder.channel import PackageFile, sha256_of
+from tests.world.channel.packages import PackageFile, sha256_of
 from builder.errors import EnvbuildError
 
 # conda-build's placeholder; any installer replaces it with the real prefix.
