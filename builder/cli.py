@@ -53,10 +53,15 @@ def cli() -> None:
 @JSON
 def targets(spec: Path, as_json: bool) -> None:
     """The CUDA targets of SPEC: torch, CUDA, cuDNN, minimum driver, GPU architectures, base images."""
-    resolved = resolve_targets(load_spec(spec))
+    from builder.fleet import fleet_warnings, spec_hosts
+
+    loaded = load_spec(spec)
+    resolved = resolve_targets(loaded)
+    fleet = fleet_warnings(resolved, spec_hosts(loaded))
     rows = [target_summary(t) for t in resolved]
     if as_json:
-        reports.print_json(rows)
+        reports.print_json([{**row, "fleet_warnings": [w for w in fleet if w.startswith(f"target {row['target']} ")]}
+                            for row in rows])
         return
     reports.print_table(
         f"{resolved[0].name}: CUDA targets",
@@ -66,7 +71,7 @@ def targets(spec: Path, as_json: bool) -> None:
           r["min_driver"], r["full_compat_driver"], r["archs"], r["runtime_image"], r["nvidia_cuda_image"]]
          for r in rows],
     )
-    for warning in dict.fromkeys(w for t in resolved for w in t.warnings):
+    for warning in dict.fromkeys([*(w for t in resolved for w in t.warnings), *fleet]):
         click.echo(f"warning: {warning}", err=True)
 
 
@@ -287,14 +292,28 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
 
 @cli.command()
 @click.argument("spec", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--save", "save_to", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also record this host (driver, GPUs, capabilities) in FILE for a spec's `fleet:` or --fleet.")
+@click.option("--fleet", "fleet_files", multiple=True, type=click.Path(exists=True, path_type=Path),
+              metavar="FILE|DIR", help="Judge SPEC's targets on these recorded hosts (and the spec's `fleet:`) "
+                                       "instead of this host; repeatable. Exit 1 when no target runs on one.")
 @JSON
-def doctor(spec: Path | None, as_json: bool) -> None:
+def doctor(spec: Path | None, save_to: Path | None, fleet_files: tuple[Path, ...], as_json: bool) -> None:
     """This host for envbuild: OS, Python, Docker engine, NVIDIA toolkit, driver, GPUs; with SPEC, whether
     each CUDA target runs here. Exit 1 only when a target cannot run on this host's GPUs."""
     from builder.doctor import diagnose, gather_host_facts
 
+    if fleet_files:
+        _fleet_doctor(spec, fleet_files, as_json)
+        return
     resolved = resolve_targets(load_spec(spec)) if spec else []
-    report = diagnose(gather_host_facts(), resolved)
+    facts = gather_host_facts()
+    if save_to is not None:
+        from builder.fleet import save_host
+
+        save_host(facts, save_to)
+        click.echo(f"recorded this host in {save_to}", err=True)
+    report = diagnose(facts, resolved)
     if as_json:
         reports.print_json(report.as_dict())
     else:
@@ -311,6 +330,26 @@ def doctor(spec: Path | None, as_json: bool) -> None:
             reports.print_table(f"{resolved[0].name}: targets on this host",
                                 ["target", "torch", "CUDA", "route", "verdict", "why", "fix"], report.target_rows())
     if report.cannot_run:
+        raise SystemExit(1)
+
+
+def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> None:
+    from builder.fleet import fleet_matrix, host_paths, load_host, spec_hosts
+
+    if spec is None:
+        raise UsageError("--fleet needs SPEC: the targets to judge on the recorded hosts")
+    loaded = load_spec(spec)
+    hosts = [*spec_hosts(loaded), *(load_host(path) for path in host_paths(files))]
+    matrix = fleet_matrix(resolve_targets(loaded), hosts)
+    if as_json:
+        reports.print_json(matrix.as_dict())
+    else:
+        reports.print_table(f"{loaded.name}: targets on the fleet (* = the fewest targets that cover it)",
+                            ["target", *(h.name for h in matrix.hosts)], matrix.table_rows())
+        if matrix.fix_rows():
+            reports.print_table("what does not run, and the fix", ["target", "host", "why", "fix"], matrix.fix_rows())
+        click.echo(f"cover: {', '.join(matrix.cover) or 'none'}")
+    if matrix.uncovered:
         raise SystemExit(1)
 
 

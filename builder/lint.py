@@ -199,6 +199,25 @@ def unpinned_images(subject: LintSubject) -> Iterator[Finding]:
                           "add `digest:`", f"images.{role}")
 
 
+@LINT.rule("lint.fleet.arch-not-covered", "a target without kernels for a GPU of the spec's fleet")
+def fleet_not_covered(subject: LintSubject) -> Iterator[Finding]:
+    """A build without kernels for a fleet GPU installs cleanly, then fails at its first kernel."""
+    spec = subject.spec
+    if spec is None or not spec.fleet:
+        return
+    from builder.errors import UsageError
+    from builder.fleet import fleet_problems, spec_hosts
+    from builder.target import resolve_targets
+
+    try:
+        targets = resolve_targets(spec)
+    except UsageError:
+        return  # `envbuild targets` says why the targets do not resolve
+    for message, fix in fleet_problems(targets, spec_hosts(spec)):
+        yield finding(subject, "lint.fleet.arch-not-covered", "warning", message,
+                      fix or "see `envbuild doctor SPEC --fleet HOSTS` for the matrix", "fleet")
+
+
 @LINT.rule("lint.packages.ml-unpinned", "ML packages without a version")
 def ml_unpinned(subject: LintSubject) -> Iterator[Finding]:
     if subject.spec is not None:

@@ -84,7 +84,7 @@ class Target:
 
     @property
     def archs(self) -> list[str]:
-        return self.release.archs.get(self.cuda, []) if self.cuda else []
+        return self.release.archs_for(self.route, self.cuda) if self.cuda else []
 
     @property
     def flavour(self) -> str:
