@@ -155,6 +155,12 @@ def spec_hosts(spec: EnvSpec) -> list[FleetHost]:
     return hosts
 
 
+def lowest_capability(spec: EnvSpec) -> tuple[int, int] | None:
+    """The oldest GPU architecture among the spec's fleet (None when no entry has a known one)."""
+    capabilities = [capability for host in spec_hosts(spec) for capability in host.capabilities]
+    return min(capabilities) if capabilities else None
+
+
 # --- verdicts (pure) ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
