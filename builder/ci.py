@@ -22,9 +22,9 @@ import yaml
 from builder import __version__
 from builder.errors import UsageError
 from builder.generated_files import write_new_file
-from builder.templates import render_template
 from builder.spec import EnvSpec, default_lock_folder
 from builder.target import Target
+from builder.templates import render_template
 
 Provider = Literal["github", "gitlab"]
 PROVIDERS: tuple[Provider, ...] = ("github", "gitlab")
@@ -103,10 +103,13 @@ def pipeline_text(provider: Provider, spec: EnvSpec, spec_path: Path, targets: l
         raise UsageError("--envbuild-requirement: give a pip requirement, e.g. envbuild==1.2.0")
     defaults = ci_defaults()
     settings = defaults[provider]
-    gpu_labels = options.gpu_runner_labels if options.gpu_runner_labels is not None else tuple(settings["gpu_runner_labels"])
-    cpu_labels = options.cpu_runner_labels if options.cpu_runner_labels is not None else tuple(settings["cpu_runner_labels"])
+    gpu_labels = (options.gpu_runner_labels if options.gpu_runner_labels is not None
+                  else tuple(settings["gpu_runner_labels"]))
+    cpu_labels = (options.cpu_runner_labels if options.cpu_runner_labels is not None
+                  else tuple(settings["cpu_runner_labels"]))
     if provider == "github" and not (gpu_labels and cpu_labels):
-        raise UsageError("GitHub jobs need runner labels: give at least one in --gpu-runner-labels and --cpu-runner-labels")
+        raise UsageError("GitHub jobs need runner labels: "
+                         "give at least one in --gpu-runner-labels and --cpu-runner-labels")
     spec_file = _repository_path(spec_path, "spec")
     rows = [_target_row(t) for t in targets]
     return render_template(

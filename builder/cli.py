@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import click
 
-from builder import __version__
-from builder import reports
-from builder.errors import EnvbuildError, UsageError
+from builder import __version__, reports
 from builder.cli_options import (
     BASE_IMAGE,
     BUILDER_IMAGE,
@@ -22,6 +21,7 @@ from builder.cli_options import (
     lock_options,
     sources_options,
 )
+from builder.errors import EnvbuildError, UsageError
 from builder.spec import load_spec
 from builder.target import Sources, resolve_targets, target_summary
 
@@ -31,22 +31,15 @@ CUDA = click.option("--cuda", "cuda", multiple=True, metavar="X.Y|cpu",
                     help="Only this CUDA target (repeatable); default: every target of the spec.")
 
 
-class LibraryErrorShown(click.ClickException):
-    """A library error as click shows it: `Error: <message>` on stderr, the error's own exit code."""
-
-    def __init__(self, error: EnvbuildError) -> None:
-        super().__init__(error.message)
-        self.exit_code = error.exit_code
-
-
 class EnvbuildGroup(click.Group):
     """The one place where library errors become an `Error:` line and an exit code (no traceback)."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[no-untyped-def]
+    def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except EnvbuildError as error:
-            raise LibraryErrorShown(error) from None
+            click.echo(f"Error: {error.message}", err=True)
+            ctx.exit(error.exit_code)
 
 
 @click.group(cls=EnvbuildGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -80,25 +73,6 @@ def targets(spec: Path, as_json: bool) -> None:
     )
     for warning in dict.fromkeys([*(w for t in resolved for w in t.warnings), *fleet]):
         click.echo(f"warning: {warning}", err=True)
-
-
-@cli.command()
-@SPEC
-@CUDA
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
-@JSON
-def render(spec: Path, cuda: tuple[str, ...], out: Path | None, as_json: bool) -> None:
-    """Render environment.yml, the Dockerfile and the build context of each target."""
-    from builder.render import render_targets
-
-    written = [{"target": target.key, "path": str(folder)}
-               for target, folder in render_targets(resolve_targets(load_spec(spec), cuda), out)]
-    if as_json:
-        reports.print_json(written)
-    else:
-        for item in written:
-            click.echo(f"{item['target']}: {item['path']}")
 
 
 @cli.command()
@@ -141,12 +115,43 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
 @cli.command()
 @SPEC
 @CUDA
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
+@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder of the locks (default: <spec folder>/<env>/locks).")
+@click.option("--platform", "image_platform", default="linux/amd64", show_default=True,
+              help="Image platform whose locked packages the build context installs.")
+@sources_options
+@JSON
+def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path | None, image_platform: str,
+           sources: Sources, as_json: bool) -> None:
+    """Write each target's build context (Dockerfile, install plan from its lock, installer, smoke suite).
+
+    `docker build OUT` builds it with any engine. Without a fresh lock only environment.yml and the
+    Dockerfile are written. A folder is replaced only when envbuild wrote it and nobody changed it."""
+    from builder.context import render_contexts
+
+    written = render_contexts(resolve_targets(load_spec(spec), cuda, sources), out, lock_root=lock_root,
+                              replaced_pip_index=bool(sources.pip_index), image_platform=image_platform)
+    if as_json:
+        reports.print_json([item.as_dict() for item in written])
+        return
+    for item in written:
+        click.echo(f"{item.target}: {item.path}" + ("" if item.buildable else " (not buildable)"))
+        if item.note:
+            click.echo(f"{item.target}: {item.note}", err=True)
+
+
+@cli.command()
+@SPEC
+@CUDA
 @click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
               help="Lock only these platforms (repeatable), e.g. linux-64, osx-arm64.")
 @click.option("--check", is_flag=True, help="Solve nothing; exit 1 when any lock is stale or missing.")
 @click.option("--update", multiple=True, metavar="PACKAGE", help="Move this package, keep the rest (repeatable).")
 @click.option("--force", is_flag=True, help="Solve again even when the inputs are unchanged.")
-@click.option("--solver", metavar="PATH", help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's).")
+@click.option("--solver", metavar="PATH",
+              help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's).")
 @click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the locks (default: <spec folder>/<env>/locks).")
 @click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: twice the CPU count).")
@@ -194,12 +199,14 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
 @CUDA
 @click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
 @click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
+@click.option("--source", metavar="URL", help="org.opencontainers.image.source (default: the spec's git remote).")
+@click.option("--revision", metavar="REV", help="org.opencontainers.image.revision (default: the spec's git HEAD).")
 @build_options
 @lock_options
 @sources_options
 @JSON
-def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, build: BuildFlags,
-          locks: LockFlags, sources: Sources, as_json: bool) -> None:
+def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, source: str | None,
+          revision: str | None, build: BuildFlags, locks: LockFlags, sources: Sources, as_json: bool) -> None:
     """Build one PyTorch-CUDA image per target through the Docker SDK."""
     from builder.pipeline import build_target_image
     from builder.progress import build_progress
@@ -207,11 +214,12 @@ def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None
     if not cuda and not all_targets:
         raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
     resolved = resolve_targets(build.spec(spec), () if all_targets else cuda, sources)
+    engine = build.engine_for(spec, source, revision)
     results = []
     for target in resolved:
         with build_progress(target.tag) as echo:
             results.append(build_target_image(
-                target, lock_root=locks.lock_root, options=build.engine, relock=not locks.frozen,
+                target, lock_root=locks.lock_root, options=engine, relock=not locks.frozen,
                 solver=locks.solver, push=push, echo=echo, replaced_pip_index=bool(sources.pip_index)))
     if as_json:
         reports.print_json([r.as_dict() for r in results])
@@ -356,23 +364,13 @@ def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
     from builder.explain import explain_text
     from builder.gpuinfo import read_host_gpus
 
-    driver, gpus = (None, []) if no_host else read_host_gpus()[:2]
-    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus,
+    driver, gpus, processes = (None, [], []) if no_host else read_host_gpus()
+    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus, processes=processes,
                           targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:
         reports.print_json(report.as_dict())
-    elif not report.recognised:
-        click.echo("nothing recognised in this log (envbuild explain knows: "
-                   "pip/conda solver errors, CUDA driver and arch errors, checkpoints, DataLoader, NCCL, OOM)")
     else:
-        for finding in report.findings:
-            where = f" (line {finding.location.line})" if finding.location and finding.location.line else ""
-            click.echo(f"{finding.severity}: {finding.rule}{where}")
-            click.echo(f"  what: {finding.message}")
-            if finding.fix:
-                click.echo(f"  fix:  {finding.fix}")
-            if finding.evidence:
-                click.echo(f"  log:  {finding.evidence}")
+        click.echo("\n".join(report.text_lines()))
     if not report.recognised:
         raise SystemExit(1)
 
@@ -389,7 +387,7 @@ def _source_name(stream) -> str:
 @click.option("--upgrade", is_flag=True,
               help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
                    "supported ones (each change is listed) instead of refusing.")
-@click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
+@click.option("--name", help="The env name (default: the file's `name:`, else this folder's).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace an existing spec file.")
 @JSON
@@ -428,11 +426,13 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
 @click.option("--cpu-runner-labels", metavar="A,B,...",
               help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
 @click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
-@click.option("--envbuild-requirement", metavar="REQ", help="What the jobs pip-install (default envbuild==<this version>).")
+@click.option("--envbuild-requirement", metavar="REQ",
+              help="What the jobs pip-install (default envbuild==<this version>).")
 @click.option("--force", is_flag=True, help="Replace an existing pipeline file.")
 @JSON
-def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | None, cpu_runner_labels: str | None,
-       require_gpus: int | None, envbuild_requirement: str | None, force: bool, as_json: bool) -> None:
+def ci(provider: Literal["github", "gitlab"], spec: Path, out: Path | None, gpu_runner_labels: str | None,
+       cpu_runner_labels: str | None, require_gpus: int | None, envbuild_requirement: str | None, force: bool,
+       as_json: bool) -> None:
     """Write a GitHub or GitLab pipeline: lock check, a build per target, GPU and CPU smoke jobs."""
     from builder.ci import CiOptions, parse_labels, write_pipeline
 
@@ -472,7 +472,7 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
     resolved = resolve_targets(build.spec(spec), cuda, sources)
     flags = smoke_container
     container = flags.container()
-    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine, frozen=locks.frozen,
+    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine_for(spec), frozen=locks.frozen,
                       solver=locks.solver, replaced_pip_index=bool(sources.pip_index), container=container,
                       require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
     if flags.junit:
@@ -506,7 +506,8 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
 @click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), help="Create the environment here.")
 @click.option("--name", help="Create it as $ENVBUILD_ENVS_DIR/NAME (default folder ~/.envbuild/envs).")
 @click.option("--installer", default="auto", show_default=True, metavar="auto|envbuild|PATH",
-              help="micromamba, mamba or conda to install with (auto: the first on PATH, else envbuild's verified one).")
+              help="micromamba, mamba or conda to install with "
+                   "(auto: the first on PATH, else envbuild's verified one).")
 @click.option("--kernel-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Jupyter kernels folder; default: <Jupyter data dir>/kernels.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke suite in the new environment.")
@@ -554,7 +555,8 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
             reports.print_json(image_result.as_dict())
         else:
             click.echo(f"{image_result.image} ({image_result.how}); run it with:\n  {image_result.run_command}")
-            click.echo(f"smoke-test it: envbuild smoke {image_result.image}" + (" --gpus all" if image_result.cuda else ""))
+            gpus = " --gpus all" if image_result.cuda else ""
+            click.echo(f"smoke-test it: envbuild smoke {image_result.image}{gpus}")
         return
     result = path.onboard(resolved, asked=bool(cuda), prefix=prefix, name=name, installer=installer,
                           kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force,
@@ -568,8 +570,8 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
         click.echo(f"environment: {result.prefix} ({result.status}, installer: {result.installer}, "
                    f"lock: {result.lock})")
         kernel = result.kernel
-        click.echo(f"Jupyter kernel: {kernel.name} \"{kernel.display_name}\" at {kernel.path}" if kernel.path
-                   else "Jupyter kernel: none (see next)")
+        click.echo(f"Jupyter kernel: {kernel.name} \"{kernel.display_name}\" at {kernel.path}"
+                   if kernel is not None and kernel.path else "Jupyter kernel: none (see next)")
         if result.smoke:
             reports.print_table(f"smoke: {result.prefix / 'bin' / 'python'}", result.smoke.TABLE_COLUMNS,
                                 result.smoke.table_rows())

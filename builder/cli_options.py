@@ -92,6 +92,15 @@ class BuildFlags:
         """The spec at `path` with these images and CA certificates in place of its own."""
         return with_ca_certificates(with_images(load_spec(path), self.base_image, self.builder_image), self.ca_certs)
 
+    def engine_for(self, path: Path, source: str | None = None, revision: str | None = None) -> BuildOptions:
+        """The engine's options with the provenance labels of the spec at `path` (its git checkout,
+        or `source` / `revision` given on the command line)."""
+        import dataclasses
+
+        from builder.provenance import source_labels
+
+        return dataclasses.replace(self.engine, labels={**self.engine.labels, **source_labels(path, source, revision)})
+
 
 def _build_flags(base_image: str | None, builder_image: str | None, ca_certs: tuple[Path, ...],
                  build_args: tuple[str, ...], no_cache: bool, image_platform: str, network: str | None) -> BuildFlags:
@@ -134,7 +143,8 @@ class ContainerFlags:
 
 
 container_options_group = option_group("smoke_container", [
-    click.option("--gpus", metavar="all|N|auto:N", help="GPUs for the container (auto:N: the N with most free memory)."),
+    click.option("--gpus", metavar="all|N|auto:N",
+                 help="GPUs for the container (auto:N: the N with most free memory)."),
     click.option("--require-gpus", type=click.IntRange(0), default=0, help="Fail unless N GPUs are visible."),
     click.option("--shm-size", default="1g", show_default=True, help="Shared memory (DataLoader workers need it)."),
     click.option("--ulimit", "ulimits", multiple=True, metavar="NAME=SOFT[:HARD]",

@@ -41,8 +41,14 @@ from builder.lock_inputs import (
     stale_reasons,
 )
 from builder.lockfile import CondaLock, lockfile_sha256, read_lock
-from builder.proc import (exit_now, kill_group, lead_own_group_dying_with_parent, owned_name,
-                          remove_stale_folders, signals_as_interrupt)
+from builder.proc import (
+    exit_now,
+    kill_group,
+    lead_own_group_dying_with_parent,
+    owned_name,
+    remove_stale_folders,
+    signals_as_interrupt,
+)
 from builder.spec import default_lock_folder
 from builder.target import Target
 

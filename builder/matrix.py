@@ -53,7 +53,8 @@ class MatrixRow:
     def as_dict(self) -> dict:
         return {
             "target": self.target, "torch": self.torch, "cuda": self.cuda, "lock": self.lock,
-            "stage": self.stage, "ok": self.ok, "result": self.result, "image": self.image, "image_size": self.image_size,
+            "stage": self.stage, "ok": self.ok, "result": self.result,
+            "image": self.image, "image_size": self.image_size,
             "summary": self.summary, "checks": self.checks, "notes": self.notes, "error": self.error,
             "seconds": round(self.seconds, 1),
         }

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -231,9 +231,9 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
             try:
                 created.wait(timeout=timeout)
             except Exception as exc:
-                import requests
+                import requests as http  # not `requests`: that name holds the GPU device requests
 
-                if isinstance(exc, requests.exceptions.ReadTimeout):
+                if isinstance(exc, http.exceptions.ReadTimeout):
                     raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped; "
                                         "raise --timeout") from None
                 raise engine_error(exc, f"{image}: the smoke run") from None

@@ -343,7 +343,8 @@ async def _locked_records(
         return []
     try:
         found = await gateway.query(
-            list(channels.sources), [subdir, "noarch"], [m["name"] for m in keep], recursive=False
+            list(channels.sources), [subdir, "noarch"],  # type: ignore[list-item]  # rattler checks the name
+            [m["name"] for m in keep], recursive=False
         )
     except Exception as exc:  # noqa: BLE001 - gateway errors: unreachable channel, bad repodata
         raise ShimFailure(f"cannot read the channels for {subdir}: {_first_line(str(exc))}") from None
@@ -438,7 +439,7 @@ async def _run_solver(
             sources=list(channels.sources),
             specs=matchspecs,
             gateway=gateway,
-            platforms=[subdir, "noarch"],
+            platforms=[subdir, "noarch"],  # type: ignore[list-item]  # rattler checks the name
             locked_packages=locked,
             virtual_packages=list(channels.virtual_packages),
             timeout=timeout,
@@ -597,7 +598,8 @@ def _merge_virtual(
 
 def _virtual(name: str, version: str, build: str) -> rattler.GenericVirtualPackage:
     try:
-        return rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version), rattler.BuildString(build))
+        return rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version),
+                                             rattler.BuildString(build))
     except Exception as exc:  # noqa: BLE001 - rattler's parse errors
         raise ShimUsageError(f"virtual package {name}={version}={build} is not valid: {exc}") from None
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from builder.errors import UsageError
 from builder.gpu_models import capability_of
@@ -21,7 +22,11 @@ from builder.gpu_models import capability_of
 # A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
 # constraints made of version characters and comparison operators. No spaces inside a constraint
 # list, no quotes, no shell or YAML metacharacters.
-PACKAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\[[A-Za-z0-9_,\-]+\])?(\s?(==|>=|<=|!=|~=|=|>|<)[A-Za-z0-9_.*+!\-]+(,(==|>=|<=|!=|~=|>|<)?[A-Za-z0-9_.*+!\-]+)*)?(=[A-Za-z0-9_.*+\-]+)?$"
+PACKAGE_PATTERN = (
+    r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\[[A-Za-z0-9_,\-]+\])?"  # name[extras]
+    r"(\s?(==|>=|<=|!=|~=|=|>|<)[A-Za-z0-9_.*+!\-]+(,(==|>=|<=|!=|~=|>|<)?[A-Za-z0-9_.*+!\-]+)*)?"  # constraints
+    r"(=[A-Za-z0-9_.*+\-]+)?$"  # conda build string
+)
 VERSION_PATTERN = r"^[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$"
 PYTHON_PATTERN = r"^3\.[0-9]{1,2}$"
 CUDA_PATTERN = r"^([0-9]{2}\.[0-9]|cpu)$"
@@ -214,7 +219,7 @@ def cuda_key(cuda: str) -> str:
     return "cpu" if cuda == "cpu" else f"cuda{cuda}"
 
 
-def _describe_error(source: str, error: dict[str, Any]) -> str:
+def _describe_error(source: str, error: ErrorDetails) -> str:
     location = ".".join(str(part) for part in error["loc"]) or "(top level)"
     message = error["msg"]
     if error["type"] == "string_pattern_mismatch":

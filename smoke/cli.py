@@ -153,7 +153,7 @@ def _import_checks() -> tuple[CheckResult, list[Check] | None]:
         from smoke.checks import load_checks
 
         checks = load_checks()
-    except Exception as exc:  # ImportError, OSError for missing shared libraries, and worse
+    except Exception as exc:  # ImportError, OSError for missing shared libraries, and worse  # noqa: BLE001
         message = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
         return CheckResult(IMPORT_CHECK, FAILED, f"import torch failed: {message}",
                            time.perf_counter() - start), None

@@ -119,7 +119,8 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
     queried = gpus_from_query(rows or [])
     if queried:
         gpus = queried
-    driver_version = parsed.driver_version or next((r["driver_version"] for r in rows or [] if r.get("driver_version")), None)
+    driver_version = parsed.driver_version or next((r["driver_version"] for r in rows or [] if r.get("driver_version")),
+                                                   None)
     apps = _query(executable, "compute-apps", APPS_QUERY_FIELDS, notes)
     processes = processes_from_query(apps) if apps is not None else parsed.processes
     return DriverReading("nvidia-smi", parsed.cuda_version, driver_version, notes, gpus, processes,
