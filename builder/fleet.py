@@ -82,7 +82,8 @@ def load_host(path: Path) -> FleetHost:
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the host file ({exc.strerror})") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UsageError(f"{path}: not a host file (not JSON); write one with `envbuild doctor --save {path}`") from None
+        raise UsageError(f"{path}: not a host file (not JSON); write one with "
+                         f"`envbuild doctor --save {path}`") from None
     if not isinstance(data, dict) or data.get("envbuild_host") != HOST_FILE_VERSION:
         raise UsageError(f"{path}: not an envbuild host file (version {HOST_FILE_VERSION}); "
                          f"write one with `envbuild doctor --save {path.name}` on that machine")

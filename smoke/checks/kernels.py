@@ -25,11 +25,13 @@ def matmul_on_every_device(ctx: Context) -> Outcome:
     left = torch.rand(SIZE, SIZE, generator=generator)
     right = torch.rand(SIZE, SIZE, generator=generator)
     reference = left.double() @ right.double()
-    devices, problems = [], []
+    devices: list[dict[str, object]] = []
+    problems: list[str] = []
     for index in range(ctx.gpu_count):
         name = torch.cuda.get_device_name(index)
         major, minor = torch.cuda.get_device_capability(index)
-        entry = {"index": index, "name": name, "capability": f"{major}.{minor}"}
+        entry: dict[str, object] = {"index": index, "name": name, "capability": f"{major}.{minor}",
+                                    "sm": f"sm_{major}{minor}"}
         started = time.monotonic()
         try:
             product = (left.to(f"cuda:{index}") @ right.to(f"cuda:{index}")).cpu().double()
@@ -44,5 +46,5 @@ def matmul_on_every_device(ctx: Context) -> Outcome:
         if error > TOLERANCE:
             problems.append(f"cuda:{index} ({name}): matmul differs from the CPU by {error:.3g} (> {TOLERANCE})")
         devices.append(entry)
-    summary = ", ".join(f"cuda:{d['index']} {d['name']} sm_{d['capability'].replace('.', '')}" for d in devices)
+    summary = ", ".join(f"cuda:{d['index']} {d['name']} {d['sm']}" for d in devices)
     return verdict(problems, f"a {SIZE}x{SIZE} matmul matches the CPU on {summary}", devices=devices)
