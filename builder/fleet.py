@@ -241,18 +241,18 @@ def _cell(target: Target, host: FleetHost, judged: Any, compat: CompatData) -> C
 
     if target.cuda is None:
         return cell(RUNS, NATIVE, why="CPU build")
-    if not host.capabilities:
-        return cell(NO_GPU, why="no GPU with a known compute capability")
     coverages = {capability: arch_coverage(target.archs, capability) for capability in host.capabilities}
     how = PTX_JIT if any(c.how == "ptx-jit" for c in coverages.values()) else NATIVE
     missing = [capability for capability, coverage in coverages.items() if not coverage.covered]
-    if judged is not None:  # a recorded host: doctor's verdict, driver included
+    if judged is not None:  # a recorded host: doctor's verdict, driver included (architecture when known)
         problems = [f for f in judged.findings if f.level in ("fail", "warning")]
         why = "; ".join(f.message for f in problems) or "; ".join(f.message for f in judged.findings)
         fix = "; ".join(dict.fromkeys(f.fix for f in problems if f.fix)) or None
         if judged.verdict == ARCH_NOT_IN_BUILD and missing:
             fix = _nearest_builds_text(host, [target], compat, missing)
         return cell(judged.verdict, how if judged.verdict in RUNNABLE else None, fix, why)
+    if not host.capabilities:
+        return cell(NO_GPU, why="no GPU with a known compute capability")
     if not target.archs:
         return cell(RUNS, None, why="no arch list for this build in envbuild's data: the smoke suite checks it")
     if missing:
