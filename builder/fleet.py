@@ -82,7 +82,8 @@ def load_host(path: Path) -> FleetHost:
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the host file ({exc.strerror})") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UsageError(f"{path}: not a host file (not JSON); write one with `envbuild doctor --save {path}`") from None
+        raise UsageError(f"{path}: not a host file (not JSON); write one with "
+                         f"`envbuild doctor --save {path}`") from None
     if not isinstance(data, dict) or data.get("envbuild_host") != HOST_FILE_VERSION:
         raise UsageError(f"{path}: not an envbuild host file (version {HOST_FILE_VERSION}); "
                          f"write one with `envbuild doctor --save {path.name}` on that machine")
@@ -153,6 +154,12 @@ def spec_hosts(spec: EnvSpec) -> list[FleetHost]:
         gpu = GpuInfo(index=0, name=entry.gpu or "", capability=capability)
         hosts.append(FleetHost(entry.label, (gpu,), None, entry.count))
     return hosts
+
+
+def lowest_capability(spec: EnvSpec) -> tuple[int, int] | None:
+    """The oldest GPU architecture among the spec's fleet (None when no entry has a known one)."""
+    capabilities = [capability for host in spec_hosts(spec) for capability in host.capabilities]
+    return min(capabilities) if capabilities else None
 
 
 # --- verdicts (pure) ----------------------------------------------------------------------------
@@ -234,18 +241,18 @@ def _cell(target: Target, host: FleetHost, judged: Any, compat: CompatData) -> C
 
     if target.cuda is None:
         return cell(RUNS, NATIVE, why="CPU build")
-    if not host.capabilities:
-        return cell(NO_GPU, why="no GPU with a known compute capability")
     coverages = {capability: arch_coverage(target.archs, capability) for capability in host.capabilities}
     how = PTX_JIT if any(c.how == "ptx-jit" for c in coverages.values()) else NATIVE
     missing = [capability for capability, coverage in coverages.items() if not coverage.covered]
-    if judged is not None:  # a recorded host: doctor's verdict, driver included
+    if judged is not None:  # a recorded host: doctor's verdict, driver included (architecture when known)
         problems = [f for f in judged.findings if f.level in ("fail", "warning")]
         why = "; ".join(f.message for f in problems) or "; ".join(f.message for f in judged.findings)
         fix = "; ".join(dict.fromkeys(f.fix for f in problems if f.fix)) or None
         if judged.verdict == ARCH_NOT_IN_BUILD and missing:
             fix = _nearest_builds_text(host, [target], compat, missing)
         return cell(judged.verdict, how if judged.verdict in RUNNABLE else None, fix, why)
+    if not host.capabilities:
+        return cell(NO_GPU, why="no GPU with a known compute capability")
     if not target.archs:
         return cell(RUNS, None, why="no arch list for this build in envbuild's data: the smoke suite checks it")
     if missing:

@@ -32,7 +32,7 @@ from builder.gpu_models import capability_of, parse_capability
 from builder.lint import lint_spec
 from builder.spec import load_spec, parse_spec
 from builder.target import resolve_targets
-from tests.nvidia_replay import needs_no_nvml, replay_nvidia_smi
+from tests.nvidia_replay import fake_nvidia_smi, needs_no_nvml, replay_nvidia_smi
 
 pytestmark = pytest.mark.unit
 
@@ -274,3 +274,29 @@ def test_targets_json_carries_fleet_warnings(tmp_path: Path) -> None:
     rows = {row["target"]: row["fleet_warnings"] for row in json.loads(done.stdout)}
     assert rows["cuda12.6"] == []
     assert len(rows["cuda13.0"]) == 1 and "fleet GPU V100: sm_70 not in" in rows["cuda13.0"][0]
+
+
+CORPUS = Path(__file__).parent / "corpus" / "nvidia-smi"
+
+
+@needs_no_nvml
+@pytest.mark.parametrize(("capture", "capabilities", "verdicts"), [
+    # real captures (tests/corpus/nvidia-smi/manifest.yaml), torch 2.11 pip CUDA 12.6 and 13.0
+    ("k80-410-table.txt", [(3, 7)], (A, A)),             # driver 410 too, but no build has the kernels
+    ("titan-xp-450-table.txt", [(6, 1)], (D, A)),        # sm_60 kernels run on 6.1; driver 450 < 525.60.13
+    ("v100-525-truncated-name.txt", [(7, 0)], (M, A)),  # "Tesla V100-SXM2..." still names a V100
+    ("rtx4070-550-table.txt", [(8, 9)], (M, D)),
+    ("a800-535-2gpu.txt", [(8, 0)], (M, D)),
+    ("a100-580-2gpu.txt", [(8, 0)], (R, R)),
+    ("rtx3090-465-table.txt", [], (D, D)),               # "NVIDIA GeForce ...": the driver alone decides
+])
+def test_real_nvidia_smi_captures_as_fleet_hosts(capture: str, capabilities, verdicts, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_nvidia_smi(tmp_path / "bin", f"cat '{CORPUS / capture}'\n", monkeypatch)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    save_host(gather_host_facts(), tmp_path / "host.json", name=capture)
+    host = load_host(tmp_path / "host.json")
+    assert host.capabilities == capabilities
+    spec = write_spec(tmp_path, 'targets:\n  - {cuda: "12.6"}\n  - {cuda: "13.0"}\n')
+    matrix = fleet_matrix(resolve_targets(load_spec(spec)), [host])
+    assert tuple(c.verdict for c in matrix.cells) == verdicts
