@@ -14,8 +14,8 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from builder.compat import CompatData, load_compat, version_tuple
 from builder import proc
+from builder.compat import CompatData, load_compat, version_tuple
 from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
 from builder.findings import Finding, Severity, sort_findings
 from builder.gpuinfo import GpuInfo, read_host_gpus
@@ -373,7 +373,8 @@ def _visibility_findings(facts: HostFacts) -> list[HostCheck]:
         return []
     entries = [entry.strip() for entry in visible.split(",")]
     if not entries[0] or not _device_entry(entries[0]):
-        return [HostCheck(WARNING, "CUDA_VISIBLE_DEVICES", f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from CUDA",
+        return [HostCheck(WARNING, "CUDA_VISIBLE_DEVICES",
+                          f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from CUDA",
                         "unset CUDA_VISIBLE_DEVICES, or list GPUs by index or UUID (e.g. 0,1)")]
     findings = []
     indices = [int(entry) for entry in entries if entry.isdigit()]
@@ -492,7 +493,8 @@ def _arch_findings(gpus: tuple[GpuInfo, ...], target: Target, targets: list[Targ
     if not any(gpu.capability for gpu in gpus):
         return []  # no GPU, or none whose capability is known (a host finding says so)
     if not target.archs:
-        return [HostCheck(INFO, "archs", f"no arch list for this build in envbuild's data (route {target.route.value}): "
+        return [HostCheck(INFO, "archs",
+                          f"no arch list for this build in envbuild's data (route {target.route.value}): "
                                        "the image's smoke check env.arch_list checks it")]
     findings = []
     for (name, capability), group in _same_gpus(gpus).items():

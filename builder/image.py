@@ -17,7 +17,12 @@ from datetime import datetime, timezone
 
 from builder.context import BuildContext
 from builder.engine import (  # noqa: F401  (re-exported: callers that predate builder.engine)
-    ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address, engine_error, unpullable_base,
+    ENGINE_START_FIX,
+    EngineUnreachable,
+    docker_client,
+    engine_address,
+    engine_error,
+    unpullable_base,
 )
 from builder.errors import EnvbuildError, UsageError
 

@@ -27,14 +27,15 @@ from builder.generated_files import write_new_file
 from builder.import_choose import SpecDraft, draft_from_environment, spec_name, starter_draft
 from builder.import_lines import Note, cuda_from_build, cuda_from_tag, parse_conda_line
 from builder.import_read import read_environment, read_environment_data, read_source
-from builder.templates import render_template
 from builder.lint import Finding, lint_spec
 from builder.spec import EnvSpec, parse_spec
 from builder.target import Target, resolve_targets
+from builder.templates import render_template
 
 __all__ = [
     "InitResult", "Note", "SpecDraft", "check_draft", "cuda_from_build", "cuda_from_tag", "draft_from_environment",
-    "init_spec", "parse_conda_line", "read_environment", "read_environment_data", "read_source", "render_spec", "spec_name",
+    "init_spec", "parse_conda_line", "read_environment", "read_environment_data", "read_source", "render_spec",
+    "spec_name",
     "starter_draft",
 ]
 

@@ -636,7 +636,8 @@ def _plan_from_conda_lock(lock: Any, platform: str, path: Path) -> InstallPlan:
             continue
         if dep.manager == "conda":
             artifact = CondaArtifact(
-                name=dep.name, version=dep.version, url=dep.url, sha256=dep.hash.sha256 or None, md5=dep.hash.md5 or None
+                name=dep.name, version=dep.version, url=dep.url,
+                sha256=dep.hash.sha256 or None, md5=dep.hash.md5 or None,
             )
             _check_conda_artifact(artifact, f"{path}: {dep.name}")
             conda.append(artifact)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -40,8 +41,14 @@ from builder.lock_inputs import (
     stale_reasons,
 )
 from builder.lockfile import CondaLock, lockfile_sha256, read_lock
-from builder.proc import (exit_now, kill_group, lead_own_group_dying_with_parent, owned_name,
-                          remove_stale_folders, signals_as_interrupt)
+from builder.proc import (
+    exit_now,
+    kill_group,
+    lead_own_group_dying_with_parent,
+    owned_name,
+    remove_stale_folders,
+    signals_as_interrupt,
+)
 from builder.spec import default_lock_folder
 from builder.target import Target
 
@@ -88,12 +95,13 @@ class LockResult:
     torch_builds: dict[str, str] = field(default_factory=dict)
     package_counts: dict[str, int] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)  # why a lock is stale (or was relocked)
+    hint: str = ""  # what to run and commit when a check finds the lock stale or missing
 
     def as_dict(self) -> dict:
         return {
             "target": self.target, "status": self.status, "path": str(self.path),
             "seconds": round(self.seconds, 2), "input_hash": self.input_hash,
-            "message": self.message, "reasons": self.reasons, "torch_builds": self.torch_builds,
+            "message": self.message, "reasons": self.reasons, "hint": self.hint, "torch_builds": self.torch_builds,
             "package_counts": self.package_counts,
         }
 
@@ -586,6 +594,21 @@ def _all_unchanged(targets: Sequence[Target], lock_root: Path | None, replaced_p
     return results
 
 
+def _shown_path(path: Path) -> str:
+    """A path as the user typed it from here: relative to this folder when it is inside it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def relock_hint(target: Target, lock_root: Path | None, folder: Path) -> str:
+    """What to run and commit so a CI lock check passes (CI solves nothing: the lock is committed)."""
+    spec = _shown_path(target.spec.source) if target.spec.source else "SPEC"
+    locks = f" --locks {shlex.quote(_shown_path(lock_root))}" if lock_root else ""
+    return f"run `envbuild lock {shlex.quote(spec)}{locks}` and commit {_shown_path(folder)}/"
+
+
 def _relock_reasons(inputs: LockInputs, folder: Path, force: bool, update: Sequence[str]) -> list[str]:
     if update:
         return [f"--update {' '.join(update)}"]
@@ -608,7 +631,8 @@ def check_targets(targets: Sequence[Target], *, lock_root: Path | None = None,
             status, reasons = lock_status(inputs, folder)
         except EnvbuildError as exc:  # a corrupted lockfile: stale, with the reason
             status, reasons = "stale", [exc.message]
-        message = f"stale: {'; '.join(reasons)}" if status == "stale" else ""
+        message = {"stale": f"stale: {'; '.join(reasons)}", "missing": "no committed lock"}.get(status, "")
+        hint = relock_hint(target, lock_root, folder) if status in ("stale", "missing") else ""
         results.append(LockResult(target.key, status, folder / LOCK_FILE, input_hash=inputs.input_hash,
-                                  message=message, reasons=reasons))
+                                  message=message, reasons=reasons, hint=hint))
     return results

@@ -146,7 +146,8 @@ def _difference(name: str, was: Any, now: Any) -> str:
     if isinstance(was, list) and isinstance(now, list) and name == "dependencies":
         removed = [line for line in was if line not in now]
         added = [line for line in now if line not in was]
-        parts = ([f"removed {', '.join(removed)}"] if removed else []) + ([f"added {', '.join(added)}"] if added else [])
+        parts = (([f"removed {', '.join(removed)}"] if removed else [])
+                 + ([f"added {', '.join(added)}"] if added else []))
         return "; ".join(parts) or f"order {', '.join(now)}"
     return f"{_show(was)} -> {_show(now)}"
 

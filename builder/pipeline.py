@@ -10,8 +10,8 @@ from pathlib import Path
 from builder.context import make_context
 from builder.errors import EnvbuildError
 from builder.image import BuildOptions, ImageResult, build_image, push_image
-from builder.proc import owned_name, remove_stale_folders
 from builder.lock import LOCK_FILE, check_targets, default_lock_dir, lock_targets
+from builder.proc import owned_name, remove_stale_folders
 from builder.target import Target
 
 CONTEXT_PREFIX = "envbuild-context"

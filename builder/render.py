@@ -18,8 +18,8 @@ import jinja2
 
 from builder import __version__
 from builder.spec import Route
-from builder.templates import environment
 from builder.target import Target
+from builder.templates import environment
 
 ENV_PREFIX = "/opt/env"
 # Every file of the environment layer gets this mtime (1980-01-01, the oldest a zip can hold), so
@@ -160,6 +160,8 @@ def _labels(target: Target) -> dict[str, str]:
         "io.envbuild.min-driver": target.min_driver or "",
         "io.envbuild.version": __version__,
     }
+    if target.archs:
+        labels["io.envbuild.archs"] = " ".join(target.archs)
     labels.update(target.spec.labels)
     # An unknown value is no label at all: an empty one reads as "known to be nothing".
     return dict(sorted((key, value) for key, value in labels.items() if value))
@@ -186,6 +188,8 @@ def dockerfile_blocks(target: Target, has_ca: bool) -> list[Block]:
                 "require_cuda": required_driver_cuda(target.cuda),
                 "torch": target.torch,
                 "cuda": target.cuda or "cpu",
+                # the smoke check env.arch_flags compares this with what the installed torch was built for
+                "archs": " ".join(target.archs),
             },
             builder_macro=None,
         ),

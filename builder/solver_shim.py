@@ -42,6 +42,7 @@ from builder.proc import die_with_parent, exit_now
 # Bound at run time by _load_solver_libraries(), only for the calls that solve or install.
 if TYPE_CHECKING:
     import asyncio  # noqa: TC004
+    import socket  # noqa: TC004
 
     import rattler  # noqa: TC004
     from rattler.exceptions import InvalidMatchSpecError, SolverError  # noqa: TC004
@@ -167,34 +168,40 @@ def _forward_to_service(args: list[str]) -> int | None:
 def serve(path: str) -> NoReturn:
     """The service: one call at a time (a call reads os.environ and prints to stdout), until the
     envbuild process that started it ends it or dies."""
-    import contextlib
-    import io
-    import socketserver
+    import socket
 
     die_with_parent()
     _load_solver_libraries()
-
-    class Handler(socketserver.StreamRequestHandler):
-        def handle(self) -> None:
-            request = json.loads(self.rfile.read().decode())
-            for key in [k for k in os.environ if k.startswith(_FORWARDED_ENV)]:
-                del os.environ[key]
-            os.environ.update(request["env"])
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    code = answer(list(request["args"]))
-                except Exception as exc:  # noqa: BLE001 - the caller prints it; the service goes on
-                    print(f"envbuild-micromamba service: {type(exc).__name__}: {exc}", file=sys.stderr)
-                    code = 1
-            self.wfile.write(json.dumps({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}).encode())
-
     # The repodata cache lives where the caller said (ENVBUILD_RATTLER_CACHE, in its scratch
     # folder), so ending this process with SIGKILL leaves nothing behind.
-    with socketserver.UnixStreamServer(path, Handler) as server:
-        server.serve_forever()
-    exit_now(0)
-    raise AssertionError("unreachable")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        listener.listen(16)
+        while True:
+            connection, _ = listener.accept()
+            with connection:
+                try:
+                    _answer_connection(connection)
+                except (OSError, ValueError, KeyError):
+                    continue  # a caller that went away, or sent no request: the next one
+
+
+def _answer_connection(connection: socket.socket) -> None:
+    import contextlib
+    import io
+
+    request = json.loads(b"".join(iter(lambda: connection.recv(1 << 20), b"")).decode())
+    for key in [k for k in os.environ if k.startswith(_FORWARDED_ENV)]:
+        del os.environ[key]
+    os.environ.update(request["env"])
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = answer(list(request["args"]))
+        except Exception as exc:  # noqa: BLE001 - the caller prints it; the service goes on
+            print(f"envbuild-micromamba service: {type(exc).__name__}: {exc}", file=sys.stderr)
+            code = 1
+    connection.sendall(json.dumps({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}).encode())
 
 
 def dispatch(args: list[str]) -> int:
@@ -424,7 +431,8 @@ async def _locked_records(
         return []
     try:
         found = await gateway.query(
-            list(channels.sources), [subdir, "noarch"], [m["name"] for m in keep], recursive=False
+            list(channels.sources), [subdir, "noarch"],  # type: ignore[list-item]  # rattler checks the name
+            [m["name"] for m in keep], recursive=False
         )
     except Exception as exc:  # noqa: BLE001 - gateway errors: unreachable channel, bad repodata
         raise ShimFailure(f"cannot read the channels for {subdir}: {_first_line(str(exc))}") from None
@@ -519,7 +527,7 @@ async def _run_solver(
             sources=list(channels.sources),
             specs=matchspecs,
             gateway=gateway,
-            platforms=[subdir, "noarch"],
+            platforms=[subdir, "noarch"],  # type: ignore[list-item]  # rattler checks the name
             locked_packages=locked,
             virtual_packages=list(channels.virtual_packages),
             timeout=timeout,
@@ -685,7 +693,8 @@ def _merge_virtual(
 
 def _virtual(name: str, version: str, build: str) -> rattler.GenericVirtualPackage:
     try:
-        return rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version), rattler.BuildString(build))
+        return rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version),
+                                             rattler.BuildString(build))
     except Exception as exc:  # noqa: BLE001 - rattler's parse errors
         raise ShimUsageError(f"virtual package {name}={version}={build} is not valid: {exc}") from None
 

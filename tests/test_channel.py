@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from builder.errors import EnvbuildError
+from tests.world.channel import rattler_ops
 from tests.world.channel.packages import (
     CondaPackage,
     PackageFile,
@@ -30,8 +32,6 @@ from tests.world.channel.packages import (
     write_package,
     write_package_from_tree,
 )
-from builder.errors import EnvbuildError
-from tests.world.channel import rattler_ops
 
 REPO = Path(__file__).resolve().parent.parent
 PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"

@@ -11,9 +11,9 @@ import json
 import os
 import uuid
 
-import docker
 import pytest
 
+import docker
 from tests.conftest import BUILDER_BASE, RUNTIME_BASE, envbuild
 
 pytestmark = [pytest.mark.docker, pytest.mark.world]

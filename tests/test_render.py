@@ -10,9 +10,9 @@ import yaml
 
 from builder.errors import EnvbuildError, UsageError
 from builder.render import render_target, render_to
-from builder.templates import docker_str
 from builder.spec import load_spec, parse_spec
 from builder.target import resolve_targets
+from builder.templates import docker_str
 
 pytestmark = pytest.mark.unit
 

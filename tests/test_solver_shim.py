@@ -436,7 +436,7 @@ def _read_like_conda_lock(answer: dict[str, Any], platform: str) -> dict[str, An
     answer = _reconstruct_fetch_actions(str(SHIM), platform, answer)
     planned = {}
     for action in answer["actions"]["FETCH"]:
-        assert FETCH_KEYS <= action.keys(), f"FETCH entry lacks {FETCH_KEYS - action.keys()}"
+        assert action.keys() >= FETCH_KEYS, f"FETCH entry lacks {FETCH_KEYS - action.keys()}"
         depends = {MatchSpec(d).name: d for d in action.get("depends") or []}
         planned[action["name"]] = LockedDependency(
             name=action["name"], version=action["version"], manager="conda", platform=platform,
@@ -444,7 +444,7 @@ def _read_like_conda_lock(answer: dict[str, Any], platform: str) -> dict[str, An
             hash=HashModel(md5=action["md5"], sha256=action.get("sha256")),
         )  # fmt: skip
     for link in answer["actions"]["LINK"]:
-        assert LINK_KEYS <= link.keys(), f"LINK entry lacks {LINK_KEYS - link.keys()}"
+        assert link.keys() >= LINK_KEYS, f"LINK entry lacks {LINK_KEYS - link.keys()}"
     return planned
 
 
@@ -482,7 +482,7 @@ def test_the_shim_answers_each_recorded_call(tmp_path: Path, scenario: str, inde
         listed = json.loads(done.stdout)
         installed = {e["name"]: e for e in listed}  # conda_solver._get_installed_conda_packages
         assert set(installed) == {m["name"] for m in call["prefix_conda_meta"].values()}
-        assert all(LINK_KEYS <= e.keys() for e in listed)
+        assert all(e.keys() >= LINK_KEYS for e in listed)
     elif argv[0] == "update":
         answer = json.loads(done.stdout)
         assert [e["name"] for e in answer["actions"]["LINK"]] == ["numpy"]

@@ -27,10 +27,10 @@ import tarfile
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 from builder.errors import EnvbuildError
 
