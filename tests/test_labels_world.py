@@ -6,9 +6,9 @@ import subprocess
 import uuid
 from pathlib import Path
 
-import docker
 import pytest
 
+import docker
 from tests.conftest import BUILDER_BASE, RUNTIME_BASE, WORLD_CHANNEL, envbuild
 from tests.world.offline import remove_env_images
 
