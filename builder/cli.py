@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import cast
 
 import click
 
@@ -460,7 +460,7 @@ def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | Non
        gpu_products: tuple[str, ...], namespace: str | None, force: bool, as_json: bool) -> None:
     """Write a GitHub or GitLab pipeline (lock check, a build per target, GPU and CPU smoke jobs), or
     Kubernetes Jobs that smoke-test each CUDA target's pushed image on a cluster's GPUs (k8s)."""
-    from builder.ci import K8S, CiOptions, parse_labels, write_k8s_jobs, write_pipeline
+    from builder.ci import K8S, CiOptions, Provider, parse_labels, write_k8s_jobs, write_pipeline
     from builder.errors import UsageError
     from builder.k8s import K8sOptions, parse_images
 
@@ -490,7 +490,7 @@ def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | Non
         require_gpus=require_gpus,
         install_from=install_from,
     )
-    pipeline = write_pipeline(provider, env_spec, spec, resolve_targets(env_spec), out, options, force)
+    pipeline = write_pipeline(cast(Provider, provider), env_spec, spec, resolve_targets(env_spec), out, options, force)
     if as_json:
         reports.print_json(pipeline.as_dict())
         return

@@ -248,7 +248,8 @@ def _choose_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchR
                # the torch line gets one note, with the torch it gives; a CUDA moved to another build has
                # its own note saying so
                if h.entry != _torch_entry(reading) and (h.cuda != wish.exact or chosen == wish.exact)]
-    derived += [Note(entry, "derived", f"CUDA {major}.x (a CUDA {major} wheel)") for entry, major in reading.cuda_majors]
+    derived += [Note(entry, "derived", f"CUDA {major}.x (a CUDA {major} wheel)")
+                for entry, major in reading.cuda_majors]
     reading.notes[position:position] = [n for i, n in enumerate(derived) if n not in derived[:i]]
     return chosen
 

@@ -23,12 +23,13 @@ import yaml
 from builder.errors import UsageError
 from builder.generated_files import write_new_file
 from builder.smoke_runner import suite_args
-from builder.templates import comment_text
 from builder.spec import EnvSpec
 from builder.target import Target
+from builder.templates import comment_text
 
 # An image reference: name[:tag][@sha256:digest]; the registry part may carry a port.
-IMAGE_REFERENCE = re.compile(r"[a-z0-9]+([._\-/:][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?(@sha256:[0-9a-f]{64})?")
+IMAGE_REFERENCE = re.compile(
+    r"[a-z0-9]+([._\-/:][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?(@sha256:[0-9a-f]{64})?")
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9_.\-]{0,61}[A-Za-z0-9])?)")
 NAME_LIMIT = 63  # a Job's name becomes a pod label value
 SMOKE_REPORT = "/tmp/envbuild-smoke"
@@ -96,7 +97,8 @@ def _images(targets: list[Target], options: K8sOptions) -> tuple[dict[str, str],
     given = dict(options.images)
     unknown = sorted(set(given) - keys)
     if unknown:
-        raise UsageError(f"--image {unknown[0]}: no such CUDA target in the spec; use one of: {', '.join(sorted(keys))}")
+        raise UsageError(f"--image {unknown[0]}: no such CUDA target in the spec; "
+                         f"use one of: {', '.join(sorted(keys))}")
     if options.registry is not None and not IMAGE_REFERENCE.fullmatch(options.registry):
         raise UsageError(f"--registry {options.registry!r}: write a registry and path, e.g. registry.example.org/team")
     images: dict[str, str] = {}

@@ -89,7 +89,8 @@ def _matrix_section(report: Report) -> list[str]:
         ["target", "CUDA", "lock", "stage reached", "image", "size", "passed", "failed", "skipped", "seconds",
          "result"],
         [[row["target"], row.get("cuda", ""), row.get("lock", ""), row["stage"], row.get("image", ""),
-          human_size(row.get("image_size")), *(row.get("summary", {}).get(k, "") for k in ("passed", "failed", "skipped")),
+          human_size(row.get("image_size")),
+          *(row.get("summary", {}).get(k, "") for k in ("passed", "failed", "skipped")),
           row.get("seconds", ""), ("✅ " if row.get("ok") else "❌ ") + str(row["result"])] for row in report.rows])
     problems = [(row["target"], row["stage"], row["error"]) for row in report.rows if row.get("error")]
     problems += [(row["target"], check["name"], check.get("reason") or "failed")
