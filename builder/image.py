@@ -17,9 +17,14 @@ from datetime import datetime, timezone
 
 from builder.context import BuildContext
 from builder.engine import (  # noqa: F401  (re-exported: callers that predate builder.engine)
-    ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address, engine_error, unpullable_base,
+    ENGINE_START_FIX,
+    EngineUnreachable,
+    docker_client,
+    engine_address,
+    engine_error,
+    unpullable_base,
 )
-from builder.errors import EnvbuildError
+from builder.errors import EnvbuildError, UsageError
 
 LOG_TAIL = 30
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -35,8 +40,20 @@ class BuildOptions:
     platform: str = "linux/amd64"
     network: str | None = None  # "host" reaches channels served on the host's loopback
     pull: bool = False
-    source: str = ""  # org.opencontainers.image.source
-    revision: str = ""
+    # Labels known only when building (builder/provenance.py: source, revision); empty ones are
+    # left out. Set by the engine after the last instruction, so they never invalidate a cached layer.
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def parse_build_args(items: Iterable[str]) -> dict[str, str]:
+    """`--build-arg KEY=VALUE` items as a dict, or a one-line UsageError."""
+    args = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--build-arg {item!r}: write KEY=VALUE")
+        args[key] = value
+    return args
 
 
 @dataclass
@@ -173,8 +190,6 @@ def build_image(
     build_args = {
         "ENVBUILD_LOCK_HASH": context.lock_hash,
         "ENVBUILD_CREATED": created_timestamp(),
-        "ENVBUILD_SOURCE": options.source,
-        "ENVBUILD_REVISION": options.revision,
         **options.build_args,
     }
     what = f"{context.target.key}: the build"
@@ -182,7 +197,7 @@ def build_image(
         stream = client.api.build(
             path=str(context.root), rm=True, forcerm=True, decode=True, nocache=options.no_cache,
             buildargs=build_args, network_mode=options.network, platform=options.platform,
-            pull=options.pull,
+            pull=options.pull, labels={key: value for key, value in options.labels.items() if value} or None,
         )
         for chunk in stream:
             log.feed(chunk)

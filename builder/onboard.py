@@ -27,9 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder import __version__
+from builder import __version__, proc
 from builder.compat import version_tuple
-from builder.lockfile import lockfile_sha256
 from builder.doctor import (
     MINOR_COMPAT,
     NEEDS_FIX,
@@ -40,9 +39,9 @@ from builder.doctor import (
 )
 from builder.errors import EnvbuildError, UsageError
 from builder.image import BuildOptions
-from builder import proc
 from builder.lock import conda_tool_on_path
-from builder.smoke_runner import SmokeReport, run_local
+from builder.lockfile import lockfile_sha256
+from builder.smoke_runner import SmokeRun, run_local
 from builder.target import Target
 
 ENVS_DIR_ENV = "ENVBUILD_ENVS_DIR"
@@ -425,7 +424,7 @@ class OnboardResult:
     lock: Path
     seconds: float = 0.0
     kernel: KernelResult | None = None
-    smoke: SmokeReport | None = None
+    smoke: SmokeRun | None = None
     next_steps: list[str] = field(default_factory=list)
 
     @property
@@ -457,7 +456,8 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
         echo(f"installing {target.key} into {prefix} with {installer_name(tool)} ...")
         install_environment(lock_path, platform, prefix, tool,
                             EnvMarker(target.name, target.key, target.torch, target.cuda, digest, installer_name(tool)))
-    installed_with = EnvMarker.read(prefix).installer if state == "unchanged" else installer_name(tool)
+    marker = EnvMarker.read(prefix) if state == "unchanged" else None
+    installed_with = marker.installer if marker else installer_name(tool)
     status = {"new": "created", "replace": "replaced"}.get(state, state)
     result = OnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, target.tag, prefix,
                            status, installed_with, lock_path)

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from builder.yamlio import SafeLoader
+
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_LOCK_BYTES = 64 * 1024 * 1024
 MAX_DEPTH = 64
@@ -46,7 +48,7 @@ def load_yaml(text: str, path: Path, what: str, error: Callable[[str], Exception
     """Parse YAML, then refuse documents nested deeper than MAX_DEPTH or expanding (through aliases)
     to more than MAX_EXPANDED_NODES values."""
     try:
-        data = yaml.load(text, Loader=loader or yaml.SafeLoader)
+        data = yaml.load(text, Loader=loader or SafeLoader)  # noqa: S506 - a safe loader, C or Python
     except RecursionError:
         raise error(f"{path}: the {what} is nested too deeply to read (more than {MAX_DEPTH} levels); {fix}") from None
     except yaml.YAMLError as exc:

@@ -128,7 +128,7 @@ def test_rows_per_device_sums_and_keeps_strays() -> None:
      [(0, "NVIDIA GeForce RTX 5070 ...", "00000000:02:00.0", 273, 12227, 2)]),
     ("legacy-331-no-cuda.txt", "331.62", None,  # GPU-Util says N/A
      [(0, "GeForce GTX 680", "0000:03:00.0", 9, 4095, None), (1, "GeForce GTX 680", "0000:04:00.0", 9, 4095, None)]),
-    ("query-q-450.txt", "450.66", (11, 0), []),
+    ("query-q-450.txt", "450.66", (11, 0), [(0, "GeForce GTX 780", "00000000:01:00.0", None, None, None)]),
 ])
 def test_parse_nvidia_smi(fixture: str, driver: str, cuda: tuple[int, int] | None, gpus: list[tuple]) -> None:
     reading = parse_nvidia_smi((SMI_FIXTURES / fixture).read_text())

@@ -6,7 +6,7 @@ Two kinds of test:
   conda-lock's own code and types. A live run checks that conda-lock still makes those calls:
   set ENVBUILD_UPDATE_FIXTURES=1 to re-record them after a conda-lock upgrade, then review the diff.
 - end to end: `conda-lock lock/install --conda envbuild-micromamba` against a small channel made
-  here with builder.channel and served over http, from a clean working folder each time (conda-lock
+  here with tests/world/channel/packages.py and served over http, from a clean working folder each time (conda-lock
   silently reads a virtual-packages.yml in its working folder).
 
 The shim and rattler always run in child processes (py-rattler can crash at interpreter exit);
@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from builder.channel import CondaPackage, PackageFile, serve_directory, write_package
+from tests.world.channel.packages import CondaPackage, PackageFile, serve_directory, write_package
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "conda-lock-calls"
@@ -97,7 +97,7 @@ def _world(*, newer: bool = False, real_python: bool = False) -> list[CondaPacka
 
 def _index(channel: Path) -> None:
     code = (
-        "import os, sys; from pathlib import Path; from builder.channel import index_channel; "
+        "import os, sys; from pathlib import Path; from tests.world.channel.packages import index_channel; "
         "index_channel(Path(sys.argv[1])); sys.stdout.flush(); os._exit(0)"
     )
     subprocess.run([sys.executable, "-c", code, str(channel)], cwd=REPO, check=False, timeout=120)
@@ -436,7 +436,7 @@ def _read_like_conda_lock(answer: dict[str, Any], platform: str) -> dict[str, An
     answer = _reconstruct_fetch_actions(str(SHIM), platform, answer)
     planned = {}
     for action in answer["actions"]["FETCH"]:
-        assert FETCH_KEYS <= action.keys(), f"FETCH entry lacks {FETCH_KEYS - action.keys()}"
+        assert action.keys() >= FETCH_KEYS, f"FETCH entry lacks {FETCH_KEYS - action.keys()}"
         depends = {MatchSpec(d).name: d for d in action.get("depends") or []}
         planned[action["name"]] = LockedDependency(
             name=action["name"], version=action["version"], manager="conda", platform=platform,
@@ -444,7 +444,7 @@ def _read_like_conda_lock(answer: dict[str, Any], platform: str) -> dict[str, An
             hash=HashModel(md5=action["md5"], sha256=action.get("sha256")),
         )  # fmt: skip
     for link in answer["actions"]["LINK"]:
-        assert LINK_KEYS <= link.keys(), f"LINK entry lacks {LINK_KEYS - link.keys()}"
+        assert link.keys() >= LINK_KEYS, f"LINK entry lacks {LINK_KEYS - link.keys()}"
     return planned
 
 
@@ -482,7 +482,7 @@ def test_the_shim_answers_each_recorded_call(tmp_path: Path, scenario: str, inde
         listed = json.loads(done.stdout)
         installed = {e["name"]: e for e in listed}  # conda_solver._get_installed_conda_packages
         assert set(installed) == {m["name"] for m in call["prefix_conda_meta"].values()}
-        assert all(LINK_KEYS <= e.keys() for e in listed)
+        assert all(e.keys() >= LINK_KEYS for e in listed)
     elif argv[0] == "update":
         answer = json.loads(done.stdout)
         assert [e["name"] for e in answer["actions"]["LINK"]] == ["numpy"]
@@ -538,7 +538,7 @@ def test_a_long_conflict_is_trimmed_to_a_screen(tmp_path: Path) -> None:
 
 @pytest.mark.world
 def test_a_solve_past_its_timeout_stops_with_a_clear_message(tmp_path: Path) -> None:
-    from builder.channel import write_repodata
+    from tests.world.channel.packages import write_repodata
 
     # 3,600 records in a chain of upper bounds: about 0.1 s of solving here, far beyond 1 ms
     records = {
@@ -640,3 +640,75 @@ def test_shim_leaves_no_temporary_cache_behind(tmp_path: Path) -> None:
     done = _shim(["create", "-p", str(tmp_path / "p"), "--dry-run", "--json", "-c", root.as_uri(), "numpy"], env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert not list((tmp_path / "tmp").glob("envbuild-micromamba-*"))
+
+
+# ---------------------------------------------------------------- the solver service of one lock run
+
+
+def _dry_run(channel_url: str, subdir: str = "linux-64") -> tuple[list[str], dict[str, str]]:
+    args = ["create", "--prefix", "/tmp/never-created", "--dry-run", "--json", "--override-channels",
+            "--channel", channel_url, "python 3.11.*", "numpy >=1.21", "filelock"]
+    return args, {"CONDA_SUBDIR": subdir, "CONDA_OVERRIDE_GLIBC": "2.36", "CONDA_OVERRIDE_CUDA": ""}
+
+
+@pytest.mark.world
+def test_the_service_answers_a_solve_with_the_bytes_the_shim_would_print(tmp_path: Path, served) -> None:
+    _, url = served
+    socket_path = tmp_path / "solver.sock"
+    env = _clean_env(tmp_path, ENVBUILD_RATTLER_CACHE=str(tmp_path / "service-cache"))
+    service = subprocess.Popen([sys.executable, "-c", f"from builder.solver_shim import serve; serve({str(socket_path)!r})"],
+                               env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert socket_path.exists(), "the service did not start"
+        for subdir in SUBDIRS:
+            args, extra = _dry_run(url, subdir)
+            local = _shim(args, _clean_env(tmp_path, **extra), tmp_path)
+            # twice: the second answer comes from the repodata the service already holds
+            for _ in range(2):
+                forwarded = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
+                assert (forwarded.returncode, forwarded.stdout) == (local.returncode, local.stdout)
+        unsolvable, extra = _dry_run(url)
+        unsolvable[-1] = "package-that-does-not-exist"
+        local = _shim(unsolvable, _clean_env(tmp_path, **extra), tmp_path)
+        forwarded = _shim(unsolvable, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
+        assert local.returncode == forwarded.returncode == 1 and forwarded.stdout == local.stdout
+        assert service.poll() is None  # a failed solve does not end the service
+    finally:
+        service.kill()
+        service.wait()
+
+
+@pytest.mark.unit
+def test_the_shim_forwards_dry_runs_to_the_service_and_answers_itself_without_one(tmp_path: Path) -> None:
+    import json
+    import socket
+    import threading
+
+    socket_path = tmp_path / "fake.sock"
+    seen: list[dict] = []
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(socket_path))
+    listener.listen(1)
+
+    def answer_once() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            seen.append(json.loads(b"".join(iter(lambda: connection.recv(65536), b"")).decode()))
+            connection.sendall(json.dumps({"code": 3, "stdout": "from the service\n", "stderr": ""}).encode())
+
+    thread = threading.Thread(target=answer_once)
+    thread.start()
+    args, extra = _dry_run("file:///nowhere")
+    done = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
+    thread.join(timeout=30)
+    listener.close()
+    assert (done.returncode, done.stdout) == (3, "from the service\n")
+    assert seen[0]["args"] == args and seen[0]["env"]["CONDA_SUBDIR"] == "linux-64"
+    # no service at that path (the run ended): the shim answers itself
+    version = _shim(["--version"], _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path)), tmp_path)
+    assert version.returncode == 0
+    gone = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(tmp_path / "gone.sock"), **extra), tmp_path)
+    assert gone.stdout != "from the service\n" and "envbuild-micromamba" in gone.stdout + gone.stderr
