@@ -19,8 +19,8 @@ import os
 import shlex
 import shutil
 import sys
-import time
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -396,7 +396,8 @@ def _probe(url: str, timeout: float) -> str | None:
     import urllib.request
 
     shown = url.rsplit("/noarch/", 1)[0]
-    silent = f"{shown} accepted the connection but did not answer within {timeout:g} s ({CHANNEL_TIMEOUT_ENV} sets the wait)"
+    silent = (f"{shown} accepted the connection but did not answer within {timeout:g} s "
+              f"({CHANNEL_TIMEOUT_ENV} sets the wait)")
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout):
             return None  # the status line and headers arrived: it answers

@@ -21,7 +21,7 @@ NESTED_MAP = "name: team\nlabels: " + "{a: " * 500 + "1" + "}" * 500 + "\n"
 # 9 lists of 9 aliases of the one before: 342 bytes, 9^9 values once expanded.
 ALIAS_BOMB = "\n".join(
     ['name: team', 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    + [f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]" for prev, name in zip("abcdefgh", "bcdefghi")]
+    + [f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]" for prev, name in zip("abcdefgh", "bcdefghi", strict=True)]
 ) + "\n"
 FAKE_PEM = ("-----BEGIN CERTIFICATE-----\nZW52YnVpbGQgZmF1bHRzIHRlc3QsIG5vdCBhIGNlcnRpZmljYXRl\n"
             "-----END CERTIFICATE-----\n")
