@@ -131,10 +131,10 @@ def source_kind(path: Path) -> str:
         return "environment.yml"
     if name.endswith(".txt") or name.startswith("requirements"):
         return "requirements.txt"
-    try:
-        head = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:200]]
-    except OSError as error:
-        raise UsageError(f"{path}: cannot read it ({error.strerror})") from error
+    from builder.userfile import MAX_SPEC_BYTES, read_capped
+
+    text = read_capped(path, MAX_SPEC_BYTES, "file envbuild init reads", UsageError).decode("utf-8", "replace")
+    head = [line.strip() for line in text.splitlines()[:200]]
     meaningful = [line for line in head if line and not line.startswith("#")]
     if meaningful and re.match(r"(?i)(FROM|ARG)\s", meaningful[0]):
         return "Dockerfile"
@@ -145,10 +145,10 @@ def source_kind(path: Path) -> str:
 
 
 def read_requirements(path: Path) -> Reading:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: cannot read it as text ({error})") from error
+    from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
+
+    data = read_capped(path, MAX_SPEC_BYTES, "requirements file", UsageError)
+    text = decode(data, path, "requirements file", UsageError, "save it as UTF-8")
     return read_requirements_text(text, str(path))
 
 

@@ -47,10 +47,10 @@ def build_target_image(
     client=None,
 ) -> ImageResult:
     """The image of one target; from `lock_path` when the caller already ensured the lock."""
-    if lock_path is None:
-        lock_path = ensure_lock(target, lock_root, relock, solver, replaced_pip_index)
     # Named after this process: a run killed with SIGKILL cannot clean up, the next one does.
     remove_stale_folders(Path(tempfile.gettempdir()), CONTEXT_PREFIX)
+    if lock_path is None:
+        lock_path = ensure_lock(target, lock_root, relock, solver, replaced_pip_index)
     root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))
     try:
         context = make_context(target, lock_path, root / "context", options.platform)
