@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.errors import EnvbuildError
-from builder.lockfile import lockfile_sha256, read_lock
+from builder.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.render import RenderedEnv, render_target, write_context
 from builder.target import Target
 
@@ -53,20 +53,24 @@ def _installer_files(destination: Path) -> None:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-def make_context(target: Target, lock_path: Path, root: Path, image_platform: str = "linux/amd64") -> BuildContext:
+def make_context(target: Target, lock_path: Path, root: Path, image_platform: str = "linux/amd64",
+                 lock: CondaLock | None = None) -> BuildContext:
+    """The build context under `root`. The lock is parsed once (here, unless the caller already read
+    it) and that one value gives both the platform check and the install plan."""
     from builder.install import export_platform_plan
 
     subdir = IMAGE_PLATFORM_SUBDIR.get(image_platform)
     if subdir is None:
         raise EnvbuildError(f"--platform {image_platform}: envbuild builds linux/amd64 or linux/arm64 images")
-    lock = read_lock(lock_path)
+    if lock is None:
+        lock = read_lock(lock_path)
     if subdir not in lock.metadata.platforms:
         raise EnvbuildError(
             f"{lock_path}: locked for {', '.join(lock.metadata.platforms)}, not {subdir}; "
             f"add {subdir} to the target's platforms and run `envbuild lock`"
         )
     rendered = render_target(target)
-    plan = export_platform_plan(lock_path, subdir)
+    plan = export_platform_plan(lock, subdir, str(lock_path))
     root.mkdir(parents=True, exist_ok=True)
     write_context(rendered, root, {"envbuild/plan.json": json.dumps(plan, indent=1, sort_keys=True).encode()})
     (root / "envbuild" / "conda-lock.yml").write_bytes(lock_path.read_bytes())
