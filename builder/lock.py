@@ -471,7 +471,6 @@ def lock_targets(
     force: bool = False,
     parallel: int | None = None,
     timeout: float = 600.0,
-    replaced_pip_index: bool = False,
 ) -> list[LockResult]:
     """Lock every target whose inputs changed (all of them with `force` or `update`)."""
     if not targets:
@@ -481,7 +480,7 @@ def lock_targets(
         results: dict[str, LockResult] = {}
         jobs: list[_Job] = []
         solver_path = find_solver(solver)
-        all_inputs = [lock_inputs(target, replaced_pip_index, solver_path.name) for target in targets]
+        all_inputs = [lock_inputs(target, solver_path.name) for target in targets]
         for inputs in all_inputs if update else ():
             check_update_names(update, inputs)
         # Named after this process: what a run killed with SIGKILL left, the next run removes.
@@ -526,12 +525,12 @@ def _relock_reasons(inputs: LockInputs, folder: Path, force: bool, update: Seque
 
 
 def check_targets(targets: Sequence[Target], *, lock_root: Path | None = None,
-                  replaced_pip_index: bool = False, solver: str | None = None) -> list[LockResult]:
+                  solver: str | None = None) -> list[LockResult]:
     """For CI: which locks are fresh, stale (and why) or missing, without solving anything."""
     results = []
     solver_name = find_solver(solver).name
     for target in targets:
-        inputs = lock_inputs(target, replaced_pip_index, solver_name)
+        inputs = lock_inputs(target, solver_name)
         folder = default_lock_dir(target, lock_root)
         try:
             status, reasons = lock_status(inputs, folder)

@@ -64,9 +64,9 @@ def _mapping_sha256() -> str:
     return hashlib.sha256(mapping_file().read_bytes()).hexdigest()
 
 
-def lock_material(target: Target, replaced_pip_index: bool, solver_name: str) -> dict[str, Any]:
+def lock_material(target: Target, solver_name: str) -> dict[str, Any]:
     """The fields of one target's solve, as plain JSON values."""
-    context = environment_context(target, replaced_pip_index)
+    context = environment_context(target)
     dependencies = [f"{line.spec}  # [{line.selector}]" if line.selector else line.spec for line in context["conda"]]
     dependencies += [f"pip: {requirement}" for requirement in context["pip"]]
     material: dict[str, Any] = {
@@ -106,9 +106,10 @@ class LockInputs:
         return yaml.safe_dump({"subdirs": subdirs}, sort_keys=True)
 
 
-def lock_inputs(target: Target, replaced_pip_index: bool = False, solver_name: str = OWN_SOLVER) -> LockInputs:
-    rendered = render_target(target, sources_replaced_pip=replaced_pip_index)
-    material = lock_material(target, replaced_pip_index, solver_name)
+def lock_inputs(target: Target, solver_name: str = OWN_SOLVER) -> LockInputs:
+    """What a lock of `target` is made from: a function of the resolved target (and the solver) alone."""
+    rendered = render_target(target)
+    material = lock_material(target, solver_name)
     return LockInputs(target, rendered.environment_yml, material["virtual_packages"], material)
 
 
