@@ -149,6 +149,15 @@ def read_plan(path: Path) -> InstallPlan:
     return InstallPlan.from_json_dict(data, str(path))
 
 
+def _is_plan_file(path: Path) -> bool:
+    """A JSON file written by `export_platform_plan` (not a conda-lock.yml in JSON form)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False  # read_lock says what is wrong with it
+    return isinstance(data, dict) and data.get("kind") == PLAN_KIND
+
+
 def read_explicit(path: Path) -> InstallPlan:
     """Read a conda explicit lockfile (`@EXPLICIT`, `URL#md5` lines, `# pip name @ URL` lines).
 
@@ -187,12 +196,12 @@ def plan_from_lock(lockfile: Path | CondaLock, platform: str, source: str = "") 
     written by `export_platform_plan`. `source` names a CondaLock's file in messages."""
     if isinstance(lockfile, (str, Path)):
         path = Path(lockfile)
-        if path.suffix == ".json":
+        if path.suffix == ".json" and _is_plan_file(path):
             plan = read_plan(path)
             if plan.platform != platform:
                 raise InstallError(f"{path}: install plan is for {plan.platform}, not {platform}")
             return plan
-        from builder.lockfile import read_lock  # host-only: pydantic and YAML
+        from builder.lockfile import read_lock  # host-only: pydantic and YAML (which reads JSON locks too)
 
         return _plan_from_conda_lock(read_lock(path), platform, str(path))
     return _plan_from_conda_lock(lockfile, platform, source or "the lock")

@@ -72,3 +72,15 @@ def test_a_bad_lockfile_reads_the_same_for_every_stage(tmp_path: Path, content: 
 def test_a_missing_lockfile_says_to_lock(tmp_path: Path) -> None:
     with pytest.raises(EnvbuildError, match="lockfile not found; run `envbuild lock` first"):
         read_lock(tmp_path / "absent.yml")
+
+
+def test_a_lock_in_json_form_reads_like_its_yaml(tmp_path: Path) -> None:
+    import json
+
+    as_json = tmp_path / "conda-lock.json"
+    as_json.write_text(json.dumps(_document()))
+    plan = export_platform_plan(as_json, "linux-64")
+    assert [c["name"] for c in plan["conda"]] == ["x"]
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    assert export_platform_plan(plan_file, "linux-64") == plan
