@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import cast
 
 import click
 
@@ -53,10 +53,15 @@ def cli() -> None:
 @JSON
 def targets(spec: Path, as_json: bool) -> None:
     """The CUDA targets of SPEC: torch, CUDA, cuDNN, minimum driver, GPU architectures, base images."""
-    resolved = resolve_targets(load_spec(spec))
+    from builder.fleet import fleet_warnings, spec_hosts
+
+    loaded = load_spec(spec)
+    resolved = resolve_targets(loaded)
+    fleet = fleet_warnings(resolved, spec_hosts(loaded))
     rows = [target_summary(t) for t in resolved]
     if as_json:
-        reports.print_json(rows)
+        reports.print_json([{**row, "fleet_warnings": [w for w in fleet if w.startswith(f"target {row['target']} ")]}
+                            for row in rows])
         return
     reports.print_table(
         f"{resolved[0].name}: CUDA targets",
@@ -66,27 +71,8 @@ def targets(spec: Path, as_json: bool) -> None:
           r["min_driver"], r["full_compat_driver"], r["archs"], r["runtime_image"], r["nvidia_cuda_image"]]
          for r in rows],
     )
-    for warning in dict.fromkeys(w for t in resolved for w in t.warnings):
+    for warning in dict.fromkeys([*(w for t in resolved for w in t.warnings), *fleet]):
         click.echo(f"warning: {warning}", err=True)
-
-
-@cli.command()
-@SPEC
-@CUDA
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
-@JSON
-def render(spec: Path, cuda: tuple[str, ...], out: Path | None, as_json: bool) -> None:
-    """Render environment.yml, the Dockerfile and the build context of each target."""
-    from builder.render import render_targets
-
-    written = [{"target": target.key, "path": str(folder)}
-               for target, folder in render_targets(resolve_targets(load_spec(spec), cuda), out)]
-    if as_json:
-        reports.print_json(written)
-    else:
-        for item in written:
-            click.echo(f"{item['target']}: {item['path']}")
 
 
 @cli.command()
@@ -124,6 +110,36 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
             click.echo(f"{path}: no findings")
     if any(f.is_error for f in findings):
         raise SystemExit(1)
+
+
+@cli.command()
+@SPEC
+@CUDA
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
+@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder of the locks (default: <spec folder>/<env>/locks).")
+@click.option("--platform", "image_platform", default="linux/amd64", show_default=True,
+              help="Image platform whose locked packages the build context installs.")
+@sources_options
+@JSON
+def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path | None, image_platform: str,
+           sources: Sources, as_json: bool) -> None:
+    """Write each target's build context (Dockerfile, install plan from its lock, installer, smoke suite).
+
+    `docker build OUT` builds it with any engine. Without a fresh lock only environment.yml and the
+    Dockerfile are written. A folder is replaced only when envbuild wrote it and nobody changed it."""
+    from builder.context import render_contexts
+
+    written = render_contexts(resolve_targets(load_spec(spec), cuda, sources), out, lock_root=lock_root,
+                              image_platform=image_platform)
+    if as_json:
+        reports.print_json([item.as_dict() for item in written])
+        return
+    for item in written:
+        click.echo(f"{item.target}: {item.path}" + ("" if item.buildable else " (not buildable)"))
+        if item.note:
+            click.echo(f"{item.target}: {item.note}", err=True)
 
 
 @cli.command()
@@ -167,11 +183,12 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
             [[r.target, r.status, f"{r.seconds:.1f}" if r.seconds else "",
               "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
         )
-        for result in results:
-            if result.status == "failed":
-                click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
-            elif result.message:
-                click.echo(f"{result.target}: {result.message}", err=True)
+    # On stderr also with --json: a CI log then says what to run, while the JSON goes to a report file.
+    for result in results:
+        if result.status == "failed":
+            click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
+        elif result.message:
+            click.echo(f"{result.target}: {result.message}" + (f"; {result.hint}" if result.hint else ""), err=True)
     bad = {"failed"} | ({"stale", "missing"} if check else set())
     if any(r.status in bad for r in results):
         raise SystemExit(1)
@@ -182,12 +199,14 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
 @CUDA
 @click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
 @click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
+@click.option("--source", metavar="URL", help="org.opencontainers.image.source (default: the spec's git remote).")
+@click.option("--revision", metavar="REV", help="org.opencontainers.image.revision (default: the spec's git HEAD).")
 @build_options
 @lock_options
 @sources_options
 @JSON
-def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, build: BuildFlags,
-          locks: LockFlags, sources: Sources, as_json: bool) -> None:
+def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, source: str | None,
+          revision: str | None, build: BuildFlags, locks: LockFlags, sources: Sources, as_json: bool) -> None:
     """Build one PyTorch-CUDA image per target through the Docker SDK."""
     from builder.pipeline import build_target_image
     from builder.progress import build_progress
@@ -195,11 +214,12 @@ def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None
     if not cuda and not all_targets:
         raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
     resolved = resolve_targets(build.spec(spec), () if all_targets else cuda, sources)
+    engine = build.engine_for(spec, source, revision)
     results = []
     for target in resolved:
         with build_progress(target.tag) as echo:
             results.append(build_target_image(
-                target, lock_root=locks.lock_root, options=build.engine, relock=not locks.frozen,
+                target, lock_root=locks.lock_root, options=engine, relock=not locks.frozen,
                 solver=locks.solver, push=push, echo=echo))
     if as_json:
         reports.print_json([r.as_dict() for r in results])
@@ -271,14 +291,28 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
 
 @cli.command()
 @click.argument("spec", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--save", "save_to", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also record this host (driver, GPUs, capabilities) in FILE for a spec's `fleet:` or --fleet.")
+@click.option("--fleet", "fleet_files", multiple=True, type=click.Path(exists=True, path_type=Path),
+              metavar="FILE|DIR", help="Judge SPEC's targets on these recorded hosts (and the spec's `fleet:`) "
+                                       "instead of this host; repeatable. Exit 1 when no target runs on one.")
 @JSON
-def doctor(spec: Path | None, as_json: bool) -> None:
+def doctor(spec: Path | None, save_to: Path | None, fleet_files: tuple[Path, ...], as_json: bool) -> None:
     """This host for envbuild: OS, Python, Docker engine, NVIDIA toolkit, driver, GPUs; with SPEC, whether
     each CUDA target runs here. Exit 1 only when a target cannot run on this host's GPUs."""
     from builder.doctor import diagnose, gather_host_facts
 
+    if fleet_files:
+        _fleet_doctor(spec, fleet_files, as_json)
+        return
     resolved = resolve_targets(load_spec(spec)) if spec else []
-    report = diagnose(gather_host_facts(), resolved)
+    facts = gather_host_facts()
+    if save_to is not None:
+        from builder.fleet import save_host
+
+        save_host(facts, save_to)
+        click.echo(f"recorded this host in {save_to}", err=True)
+    report = diagnose(facts, resolved)
     if as_json:
         reports.print_json(report.as_dict())
     else:
@@ -298,6 +332,26 @@ def doctor(spec: Path | None, as_json: bool) -> None:
         raise SystemExit(1)
 
 
+def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> None:
+    from builder.fleet import fleet_matrix, host_paths, load_host, spec_hosts
+
+    if spec is None:
+        raise UsageError("--fleet needs SPEC: the targets to judge on the recorded hosts")
+    loaded = load_spec(spec)
+    hosts = [*spec_hosts(loaded), *(load_host(path) for path in host_paths(files))]
+    matrix = fleet_matrix(resolve_targets(loaded), hosts)
+    if as_json:
+        reports.print_json(matrix.as_dict())
+    else:
+        reports.print_table(f"{loaded.name}: targets on the fleet (* = the fewest targets that cover it)",
+                            ["target", *(h.name for h in matrix.hosts)], matrix.table_rows())
+        if matrix.fix_rows():
+            reports.print_table("what does not run, and the fix", ["target", "host", "why", "fix"], matrix.fix_rows())
+        click.echo(f"cover: {', '.join(matrix.cover) or 'none'}")
+    if matrix.uncovered:
+        raise SystemExit(1)
+
+
 @cli.command("explain")
 @click.argument("log", type=click.File("rb"), metavar="FILE|-")
 @click.option("--spec", "spec", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -310,23 +364,13 @@ def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
     from builder.explain import explain_text
     from builder.gpuinfo import read_host_gpus
 
-    driver, gpus = (None, []) if no_host else read_host_gpus()[:2]
-    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus,
+    driver, gpus, processes = (None, [], []) if no_host else read_host_gpus()
+    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus, processes=processes,
                           targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:
         reports.print_json(report.as_dict())
-    elif not report.recognised:
-        click.echo("nothing recognised in this log (envbuild explain knows: "
-                   "pip/conda solver errors, CUDA driver and arch errors, checkpoints, DataLoader, NCCL, OOM)")
     else:
-        for finding in report.findings:
-            where = f" (line {finding.location.line})" if finding.location and finding.location.line else ""
-            click.echo(f"{finding.severity}: {finding.rule}{where}")
-            click.echo(f"  what: {finding.message}")
-            if finding.fix:
-                click.echo(f"  fix:  {finding.fix}")
-            if finding.evidence:
-                click.echo(f"  log:  {finding.evidence}")
+        click.echo("\n".join(report.text_lines()))
     if not report.recognised:
         raise SystemExit(1)
 
@@ -343,7 +387,7 @@ def _source_name(stream) -> str:
 @click.option("--upgrade", is_flag=True,
               help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
                    "supported ones (each change is listed) instead of refusing.")
-@click.option("--name", help="The env name (default: the environment.yml's name, else this folder's).")
+@click.option("--name", help="The env name (default: the file's `name:`, else this folder's).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace an existing spec file.")
 @JSON
@@ -372,38 +416,91 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
         raise SystemExit(1)
 
 
+@cli.command("summary")
+@click.argument("report_files", metavar="REPORT.json...", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
+@JSON
+def summary(report_files: tuple[Path, ...], as_json: bool) -> None:
+    """The JSON reports of `lock --check`, `image` and `matrix` as Markdown (a CI step summary)."""
+    from builder.summary import markdown_summary, read_report
+
+    read = [read_report(path) for path in report_files]
+    if as_json:
+        reports.print_json([report.as_dict() for report in read])
+    else:
+        click.echo(markdown_summary(read))
+
+
 @cli.command("ci")
-@click.argument("provider", type=click.Choice(["github", "gitlab"]))
+@click.argument("provider", type=click.Choice(["github", "gitlab", "k8s"]))
 @SPEC
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Pipeline file (default .github/workflows/envbuild-<name>.yml or .gitlab-ci.yml).")
+              help="File to write (default .github/workflows/envbuild-<name>.yml, .gitlab-ci.yml or "
+                   "k8s/envbuild-<name>-smoke.yaml).")
 @click.option("--gpu-runner-labels", metavar="A,B,...",
               help="Labels (GitHub) or tags (GitLab) of the GPU runners; default self-hosted,linux,gpu / gpu.")
 @click.option("--cpu-runner-labels", metavar="A,B,...",
               help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
 @click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
-@click.option("--envbuild-requirement", metavar="REQ",
-              help="What the jobs pip-install (default envbuild==<this version>).")
-@click.option("--force", is_flag=True, help="Replace an existing pipeline file.")
+@click.option("--install-from", "--envbuild-requirement", "install_from", metavar="SOURCE",
+              help="Where the jobs pip-install envbuild from: envbuild==X.Y.Z on your index, git+URL@COMMIT, "
+                   "a wheel URL with #sha256=, or a path in the repository (default: where this envbuild "
+                   "came from, else the CI variable ENVBUILD_REQUIREMENT).")
+@click.option("--registry", metavar="REGISTRY/PATH", help="k8s: where the build jobs pushed the images.")
+@click.option("--image", "images", multiple=True, metavar="TARGET=REF",
+              help="k8s: the image a target's Job runs, best by digest (repeatable; default REGISTRY/<tag>).")
+@click.option("--gpu-product", "gpu_products", multiple=True, metavar="LABEL",
+              help="k8s: a GPU class (nvidia.com/gpu.product node label) to test on; one Job each (repeatable).")
+@click.option("--namespace", metavar="NAME", help="k8s: the Jobs' namespace (default: kubectl's).")
+@click.option("--force", is_flag=True, help="Replace an existing file.")
 @JSON
-def ci(provider: Literal["github", "gitlab"], spec: Path, out: Path | None, gpu_runner_labels: str | None,
-       cpu_runner_labels: str | None, require_gpus: int | None, envbuild_requirement: str | None, force: bool,
-       as_json: bool) -> None:
-    """Write a GitHub or GitLab pipeline: lock check, a build per target, GPU and CPU smoke jobs."""
-    from builder.ci import CiOptions, parse_labels, write_pipeline
+def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | None, cpu_runner_labels: str | None,
+       require_gpus: int | None, install_from: str | None, registry: str | None, images: tuple[str, ...],
+       gpu_products: tuple[str, ...], namespace: str | None, force: bool, as_json: bool) -> None:
+    """Write a GitHub or GitLab pipeline (lock check, a build per target, GPU and CPU smoke jobs), or
+    Kubernetes Jobs that smoke-test each CUDA target's pushed image on a cluster's GPUs (k8s)."""
+    from builder.ci import K8S, CiOptions, Provider, parse_labels, write_k8s_jobs, write_pipeline
+    from builder.errors import UsageError
+    from builder.k8s import K8sOptions, parse_images
 
     env_spec = load_spec(spec)
+    given = {"--gpu-runner-labels": gpu_runner_labels, "--cpu-runner-labels": cpu_runner_labels,
+             "--install-from": install_from} if provider == K8S else \
+        {"--registry": registry, "--image": images, "--gpu-product": gpu_products, "--namespace": namespace}
+    misplaced = [name for name, value in given.items() if value]
+    if misplaced:
+        raise UsageError(f"{misplaced[0]} does not apply to `envbuild ci {provider}`")
+    if provider == K8S:
+        manifests = write_k8s_jobs(env_spec, spec, resolve_targets(env_spec), out, K8sOptions(
+            images=parse_images(images), registry=registry, gpu_products=tuple(gpu_products),
+            require_gpus=require_gpus or 1, namespace=namespace), force)
+        if as_json:
+            reports.print_json(manifests.as_dict())
+            return
+        click.echo(f"wrote {manifests.path}: {len(manifests.jobs)} Kubernetes Job(s) for {env_spec.name}")
+        reports.print_table(f"{manifests.path}: jobs", ["job", "target", "GPU product", "image"], [
+            [job.name, job.target, job.gpu_product or "(any)", job.image] for job in manifests.jobs])
+        for note in manifests.notes:
+            click.echo(f"note: {note}", err=True)
+        return
     options = CiOptions(
         gpu_runner_labels=parse_labels(gpu_runner_labels, "--gpu-runner-labels"),
         cpu_runner_labels=parse_labels(cpu_runner_labels, "--cpu-runner-labels"),
         require_gpus=require_gpus,
-        **({"envbuild_requirement": envbuild_requirement} if envbuild_requirement else {}),
+        install_from=install_from,
     )
-    pipeline = write_pipeline(provider, env_spec, spec, resolve_targets(env_spec), out, options, force)
+    pipeline = write_pipeline(cast(Provider, provider), env_spec, spec, resolve_targets(env_spec), out, options, force)
     if as_json:
         reports.print_json(pipeline.as_dict())
         return
     click.echo(f"wrote {pipeline.path}: {provider} pipeline for {env_spec.name}")
+    if pipeline.install.requirement:
+        click.echo(f"jobs install {pipeline.install.requirement} ({pipeline.install.origin})")
+    else:
+        click.echo("jobs install envbuild from the CI variable ENVBUILD_REQUIREMENT: set it to a pinned source, "
+                   "or run again with --install-from")
+    if pipeline.install.note:
+        click.echo(f"note: {pipeline.install.note}", err=True)
     reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
         [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
         for job in pipeline.jobs
@@ -428,7 +525,7 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
     resolved = resolve_targets(build.spec(spec), cuda, sources)
     flags = smoke_container
     container = flags.container()
-    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine, frozen=locks.frozen,
+    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine_for(spec), frozen=locks.frozen,
                       solver=locks.solver, container=container,
                       require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
     if flags.junit:

@@ -92,6 +92,15 @@ class BuildFlags:
         """The spec at `path` with these images and CA certificates in place of its own."""
         return with_ca_certificates(with_images(load_spec(path), self.base_image, self.builder_image), self.ca_certs)
 
+    def engine_for(self, path: Path, source: str | None = None, revision: str | None = None) -> BuildOptions:
+        """The engine's options with the provenance labels of the spec at `path` (its git checkout,
+        or `source` / `revision` given on the command line)."""
+        import dataclasses
+
+        from builder.provenance import source_labels
+
+        return dataclasses.replace(self.engine, labels={**self.engine.labels, **source_labels(path, source, revision)})
+
 
 def _build_flags(base_image: str | None, builder_image: str | None, ca_certs: tuple[Path, ...],
                  build_args: tuple[str, ...], no_cache: bool, image_platform: str, network: str | None) -> BuildFlags:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from builder.errors import EnvbuildError
 from builder.lockfile import CondaLock, lockfile_sha256, read_lock
@@ -77,3 +79,55 @@ def make_context(target: Target, lock_path: Path, root: Path, image_platform: st
     _installer_files(root / "envbuild" / "installer")
     (root / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")
     return BuildContext(target, root, lockfile_sha256(lock_path), subdir, rendered)
+
+
+@dataclass(frozen=True)
+class RenderedContext:
+    """What `envbuild render` wrote for one target: a build context when the lock was fresh."""
+
+    target: str
+    path: Path
+    buildable: bool
+    lockfile: Path | None
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return {"target": self.target, "path": str(self.path), "buildable": self.buildable,
+                "lockfile": str(self.lockfile) if self.lockfile else None, "note": self.note}
+
+
+def render_context(target: Target, out: Path, *, lock_root: Path | None = None,
+                   image_platform: str = "linux/amd64", solver: str | None = None) -> RenderedContext:
+    """The folder a user can hand to `docker build` (any engine): the same context `envbuild image`
+    builds, from the target's fresh lock. Without one, only the rendered files, and a note why.
+
+    Written whole or not at all, into a new folder or one envbuild wrote before and nobody changed."""
+    from builder.generated_files import write_owned_folder
+    from builder.lock import check_targets
+
+    checked = check_targets([target], lock_root=lock_root, solver=solver)[0]
+    if checked.status == "fresh":
+        write_owned_folder(out, lambda staging: make_context(target, checked.path, staging, image_platform),
+                           "envbuild render")
+        return RenderedContext(target.key, out, True, checked.path)
+    rendered = render_target(target)
+    write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")
+    why = f" ({'; '.join(checked.reasons)})" if checked.reasons else ""
+    return RenderedContext(target.key, out, False, None,
+                           f"the lock is {checked.status}{why}: run `envbuild lock`, then render again "
+                           "for a folder `docker build` can build")
+
+
+def render_contexts(targets: Sequence[Target], out: Path | None = None, **options: Any) -> list[RenderedContext]:
+    """`render_context` for each target: into `out` for one target, `out/<target>` for several, by
+    default build/<env>/<target>."""
+    written = []
+    for target in targets:
+        if out is None:
+            folder = Path("build") / target.name / target.key
+        elif len(targets) == 1:
+            folder = out
+        else:
+            folder = out / target.key
+        written.append(render_context(target, folder, **options))
+    return written

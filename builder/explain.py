@@ -27,8 +27,11 @@ from builder.gpuinfo import GpuInfo
 from builder.target import Target, default_pip_index
 from smoke.compat import arch_coverage, driver_cuda_from_nvml
 from smoke.driver import DriverReading
+from smoke.nvsmi import SmiProcess
 
 EVIDENCE_CHARS = 300
+# Rules with needles look at this many lines around each occurrence of a needle.
+WINDOW_LINES_BEFORE, WINDOW_LINES_AFTER = 3, 12
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class ExplainContext:
     source: str = "-"
     driver: DriverReading | None = None  # this host's driver, None when not read (--no-host)
     gpus: tuple[GpuInfo, ...] = ()
+    processes: tuple[SmiProcess, ...] = ()  # this host's GPU compute processes
     targets: tuple[Target, ...] = ()
     compat: CompatData = field(default_factory=load_compat)
 
@@ -56,6 +60,7 @@ class PatternRule:
     message: str
     fix: str
     refine: bool = False
+    needles: tuple[str, ...] = ()  # literal text one of which must be in the log (see `_windows`)
 
 
 @dataclass(frozen=True)
@@ -105,15 +110,30 @@ class ExplainReport:
         return {"source": self.source, "recognised": self.recognised,
                 "findings": [finding.as_dict() for finding in self.findings]}
 
+    def text_lines(self) -> list[str]:
+        if not self.recognised:
+            return ["nothing recognised in this log (envbuild explain knows pip/conda solver errors, CUDA driver and "
+                    "arch errors, checkpoints, DataParallel, DataLoader, NCCL, out of memory, nvidia-smi failures)"]
+        lines = []
+        for finding in self.findings:
+            where = f" (line {finding.location.line})" if finding.location and finding.location.line else ""
+            lines.append(f"{finding.severity}: {finding.rule}{where}")
+            lines.append(f"  what: {finding.message}")
+            if finding.fix:
+                lines.append(f"  fix:  {finding.fix}")
+            if finding.evidence:
+                lines.append(f"  log:  {finding.evidence}")
+        return lines
+
 
 def explain_text(text: str | bytes, source: str = "-", *, driver: DriverReading | None = None,
-                 gpus: Iterable[GpuInfo] = (), targets: Iterable[Target] = (),
-                 compat: CompatData | None = None) -> ExplainReport:
+                 gpus: Iterable[GpuInfo] = (), processes: Iterable[SmiProcess] = (),
+                 targets: Iterable[Target] = (), compat: CompatData | None = None) -> ExplainReport:
     """Every rule that recognises something in `text`, in the data file's order (most specific first)."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     context = ExplainContext(text=text.replace("\r\n", "\n"), source=source, driver=driver, gpus=tuple(gpus),
-                             targets=tuple(targets), compat=compat or load_compat())
+                             processes=tuple(processes), targets=tuple(targets), compat=compat or load_compat())
     return ExplainReport(source, tuple(rule_registry().run(context)))
 
 
@@ -132,6 +152,7 @@ def load_rules() -> tuple[PatternRule, ...]:
             message=entry["message"],
             fix=entry["fix"],
             refine=bool(entry.get("refine", False)),
+            needles=tuple(entry.get("needles") or ()),
         ))
     return tuple(rules)
 
@@ -167,20 +188,45 @@ def _pattern_rule(rule: PatternRule) -> Callable[[ExplainContext], list[Finding]
 
 
 def _hit(rule: PatternRule, text: str) -> Hit | None:
-    for pattern in rule.match:
-        found = pattern.search(text)
-        if found is None:
-            continue
-        fields: dict[str, str] = {}
-        _merge_groups(fields, found)
-        for extra in rule.extra:
-            more = extra.search(text)
-            if more is not None:
-                _merge_groups(fields, more)
-        line = text.count("\n", 0, found.start()) + 1
-        evidence = text.splitlines()[line - 1].strip() if text.splitlines() else ""
-        return Hit(rule, fields, line, evidence[:EVIDENCE_CHARS])
+    for start, end in _windows(text, rule.needles):
+        chunk = text[start:end]
+        for pattern in rule.match:
+            found = pattern.search(chunk)
+            if found is None:
+                continue
+            fields: dict[str, str] = {}
+            _merge_groups(fields, found)
+            for extra in rule.extra:
+                more = extra.search(chunk)
+                if more is not None:
+                    _merge_groups(fields, more)
+            at = start + found.start()
+            line_start = text.rfind("\n", 0, at) + 1
+            line_end = text.find("\n", at)
+            evidence = text[line_start:line_end if line_end != -1 else len(text)].strip()
+            return Hit(rule, fields, text.count("\n", 0, at) + 1, evidence[:EVIDENCE_CHARS])
     return None
+
+
+def _windows(text: str, needles: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Where a rule's regexes run: the whole log, or, for a rule with needles, a few lines around each
+    occurrence (a regex that scans every line of a 100 MB training log would take minutes)."""
+    if not needles:
+        return [(0, len(text))]
+    windows = []
+    for needle in needles:
+        at = text.find(needle)
+        while at != -1:
+            start = at
+            for _ in range(WINDOW_LINES_BEFORE):
+                start = text.rfind("\n", 0, max(start - 1, 0)) + 1 if start > 0 else 0
+            end = at
+            for _ in range(WINDOW_LINES_AFTER):
+                next_end = text.find("\n", end + 1)
+                end = len(text) if next_end == -1 else next_end
+            windows.append((start, end))
+            at = text.find(needle, end)
+    return sorted(windows)
 
 
 def _merge_groups(fields: dict[str, str], found: re.Match[str]) -> None:
@@ -272,9 +318,10 @@ def _no_kernel_image(hit: Hit, context: ExplainContext) -> tuple[str, str]:
     # Which GPU: this host's (when read), else the one torch's sm_XX warning in the same log names.
     named: list[tuple[str, str, tuple[int, int] | None]] = [
         (gpu.name, gpu.sm or "", gpu.capability) for gpu in context.gpus if gpu.capability]
-    warned = re.search(r"([A-Za-z][^\n:]*?) with CUDA capability (sm_\d+) is not compatible", context.text)
-    if not named and warned:
-        named = [(warned.group(1), warned.group(2), capability_of(warned.group(2)))]
+    arch_rule = next(rule for rule in load_rules() if rule.id == "explain.cuda.arch-not-in-build")
+    warned = None if named else _hit(arch_rule, context.text)
+    if warned and warned.fields.get("sm"):
+        named = [(warned.fields.get("gpu", "this GPU"), warned.fields["sm"], capability_of(warned.fields["sm"]))]
     for name, sm, capability in named[:1]:
         if capability is None:
             break
@@ -410,6 +457,10 @@ def _out_of_memory(hit: Hit, context: ExplainContext) -> tuple[str, str]:
                 "the batch, resolution or sequence length is far too big for this GPU: reduce it (gradient "
                 "accumulation keeps the effective batch) or move to a GPU with more memory; no allocator "
                 "setting helps here")
+    holders = sorted((p for p in context.processes if p.memory_mib), key=lambda p: -(p.memory_mib or 0))
+    if holders:
+        listed = ", ".join(f"pid {p.pid} {p.name or '?'} {p.memory_mib} MiB" for p in holders[:3])
+        message += f"; on this host now: {listed}"
     return message, hit.text(hit.rule.fix)
 
 

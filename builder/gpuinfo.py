@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from smoke.driver import DriverReading, read_driver
+from smoke.nvml import nvml_session
 from smoke.nvsmi import SmiGpu, SmiProcess
 
 MIB = 1024 * 1024
@@ -46,38 +47,30 @@ def nvml_snapshot() -> list[dict[str, Any]] | None:
 
     A query a GPU does not support (utilisation on a MIG device, say) is kept as None.
     """
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # no nvidia-ml-py, NVMLError_LibraryNotFound without a driver, a broken driver
-        return None
-    try:
-        devices = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            memory = _answer(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
-            devices.append({
-                "index": index,
-                "name": pynvml.nvmlDeviceGetName(handle),
-                "uuid": _answer(lambda: pynvml.nvmlDeviceGetUUID(handle)),
-                "pci_bus_id": _answer(lambda: pynvml.nvmlDeviceGetPciInfo(handle).busId),
-                "cuda_compute_capability": _answer(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
-                "memory": None if memory is None else {"free": memory.free, "total": memory.total},
-                "utilization_gpu": _answer(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
-                "processes": [{"pid": process.pid, "used_memory": process.usedGpuMemory,
-                               "name": _answer(lambda: pynvml.nvmlSystemGetProcessName(process.pid))}
-                              for process in _answer(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
-                              or []],
-            })
-        return devices
-    except Exception:
-        return None
-    finally:
+    with nvml_session() as pynvml:
+        if pynvml is None:  # no nvidia-ml-py, NVMLError_LibraryNotFound without a driver, a broken driver
+            return None
         try:
-            pynvml.nvmlShutdown()
+            return [_device_snapshot(pynvml, index) for index in range(pynvml.nvmlDeviceGetCount())]
         except Exception:
-            pass  # shutting down a half-initialised NVML is not worth a failure
+            return None
+
+
+def _device_snapshot(pynvml: Any, index: int) -> dict[str, Any]:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    memory = _answer(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
+    return {
+        "index": index,
+        "name": pynvml.nvmlDeviceGetName(handle),
+        "uuid": _answer(lambda: pynvml.nvmlDeviceGetUUID(handle)),
+        "pci_bus_id": _answer(lambda: pynvml.nvmlDeviceGetPciInfo(handle).busId),
+        "cuda_compute_capability": _answer(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
+        "memory": None if memory is None else {"free": memory.free, "total": memory.total},
+        "utilization_gpu": _answer(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+        "processes": [{"pid": process.pid, "used_memory": process.usedGpuMemory,
+                       "name": _answer(lambda: pynvml.nvmlSystemGetProcessName(process.pid))}
+                      for process in _answer(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle)) or []],
+    }
 
 
 def _answer(query: Callable[[], Any]) -> Any:

@@ -39,8 +39,9 @@ class BuildOptions:
     platform: str = "linux/amd64"
     network: str | None = None  # "host" reaches channels served on the host's loopback
     pull: bool = False
-    source: str = ""  # org.opencontainers.image.source
-    revision: str = ""
+    # Labels known only when building (builder/provenance.py: source, revision); empty ones are
+    # left out. Set by the engine after the last instruction, so they never invalidate a cached layer.
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def parse_build_args(items: Iterable[str]) -> dict[str, str]:
@@ -187,8 +188,6 @@ def build_image(
     build_args = {
         "ENVBUILD_LOCK_HASH": context.lock_hash,
         "ENVBUILD_CREATED": created_timestamp(),
-        "ENVBUILD_SOURCE": options.source,
-        "ENVBUILD_REVISION": options.revision,
         **options.build_args,
     }
     what = f"{context.target.key}: the build"
@@ -196,7 +195,7 @@ def build_image(
         stream = client.api.build(
             path=str(context.root), rm=True, forcerm=True, decode=True, nocache=options.no_cache,
             buildargs=build_args, network_mode=options.network, platform=options.platform,
-            pull=options.pull,
+            pull=options.pull, labels={key: value for key, value in options.labels.items() if value} or None,
         )
         for chunk in stream:
             log.feed(chunk)

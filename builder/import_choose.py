@@ -47,6 +47,11 @@ def _route(reading: Reading) -> Route:
             "one copy overwrites the other. Keep one of them and run `envbuild init` again")
     if reading.pip_torch:
         return Route.PIP
+    if reading.conda_torch is None and reading.ngc_image:
+        raise reading.fail(
+            f"FROM {reading.ngc_image} is NVIDIA's NGC PyTorch image: its torch is NVIDIA's own build, which no "
+            "tag names; add a `pip install torch==X.Y.Z --index-url .../cuXYZ` line, or give envbuild the "
+            "environment file the image was made from")
     if reading.conda_torch is None:
         raise reading.fail(
             "no torch in it (pytorch in conda or torch in pip); envbuild builds PyTorch environments. "
@@ -217,6 +222,11 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
                                        f"{_conditions(route, wish, python)}; {chosen.line} is the newest "
                                        "the line allows")
         return chosen.latest, chosen
+    if wish.exact not in (None, SOME_CUDA, CPU) and wish.exact not in compat.cuda \
+            and version_tuple(wish.exact) > max(version_tuple(c) for c in compat.cuda):
+        known_cuda = ", ".join(sorted(compat.cuda, key=version_tuple))
+        raise reading.fail(f"{_cuda_entry(reading, wish)!r} names CUDA {wish.exact}, newer than any CUDA release "
+                           f"envbuild knows ({known_cuda}); fix the version and run `envbuild init` again")
     known = ", ".join(r.line for r in compat.releases())
     raise reading.fail(f"no torch release in envbuild's compatibility data fits {text!r} with "
                        f"{_conditions(route, wish, python)} (known: {known})")
@@ -232,14 +242,20 @@ def _below(wanted: SpecifierSet, oldest: str) -> bool:
 
 
 def _choose_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str:
+    position = len(reading.notes)
+    chosen = _pick_cuda(reading, route, wish, release)
+    derived = [Note(h.entry, "derived", f"{_hint_meaning(h)} (route {route.value})") for h in wish.hints
+               # the torch line gets one note, with the torch it gives; a CUDA moved to another build has
+               # its own note saying so
+               if h.entry != _torch_entry(reading) and (h.cuda != wish.exact or chosen == wish.exact)]
+    derived += [Note(entry, "derived", f"CUDA {major}.x (a CUDA {major} wheel)")
+                for entry, major in reading.cuda_majors]
+    reading.notes[position:position] = [n for i, n in enumerate(derived) if n not in derived[:i]]
+    return chosen
+
+
+def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str:
     variant = _variant(release, route, wish)
-    for hint in wish.hints:
-        # the torch line gets one note, with the torch it gives; a CUDA moved to a build that exists
-        # gets its note below
-        if hint.entry != _torch_entry(reading) and (hint.cuda != wish.exact or variant in (None, wish.exact)):
-            reading.note(hint.entry, "derived", f"{_hint_meaning(hint)} (route {route.value})")
-    for entry, major in reading.cuda_majors:
-        reading.note(entry, "derived", f"CUDA {major}.x (a CUDA {major} wheel)")
     variants = release.cuda_variants(route)
     if variant is None and wish.exact not in (None, SOME_CUDA, CPU):
         if version_tuple(wish.exact) >= version_tuple(variants[0]):
@@ -336,6 +352,19 @@ def _choose_torchvision(reading: Reading, release: TorchRelease | None, torch_up
     return release.torchvision_latest
 
 
+TORCH_PAIRS = ("torchaudio", "torchtext", "torchdata")  # released in step with torch, each pin fits one torch
+
+
+def _unpin_torch_pairs(reading: Reading, release: TorchRelease) -> None:
+    for extras in (reading.conda, reading.pip):
+        for index, package in enumerate(extras):
+            name = re.split(r"[=<>!~\s\[]", package, maxsplit=1)[0]
+            if name.lower() in TORCH_PAIRS and name != package:
+                extras[index] = name
+                reading.note(package, "upgraded", f"{name}'s pin is left out: it pairs with one torch release, "
+                                                  f"and torch moved to {release.line}")
+
+
 def _pip_index(reading: Reading, route: Route) -> str | None:
     """A custom wheel index (a mirror) for the spec; the public PyTorch index is envbuild's default."""
     if route is not Route.PIP:
@@ -409,6 +438,8 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
     torch_upgraded = any(n.outcome == "upgraded" and n.reason.startswith("torch ") for n in reading.notes)
     python = _choose_python(reading, release, python_exact, python_wanted, may_upgrade=torch_upgraded)
     torchvision = _choose_torchvision(reading, release, torch_upgraded)
+    if torch_upgraded:
+        _unpin_torch_pairs(reading, release)
     if reading.python and python_exact and python == python_exact:
         reading.note(reading.python.text, "derived", f"python: {python}")
     torch_entry = _torch_entry(reading)
@@ -420,9 +451,9 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
     if upgrades and not upgrade:
         changes = "; ".join(re.split(r"[:,]", n.reason)[0] for n in upgrades)
         raise reading.fail(
-            f"it is older than what envbuild builds ({upgrades[0].reason.split(': ', 1)[-1]}); the nearest set "
-            f"it builds is {changes} (route {route.value}). Run `envbuild init --from {reading.source} --upgrade` "
-            "to write that, each change listed")
+            f"{upgrades[0].entry!r} is older than what envbuild builds; the nearest set it builds is {changes} "
+            f"(route {route.value}). Run `envbuild init --from {reading.source} --upgrade` to write that, each "
+            "change listed")
     if reading.exported:
         reading.note("(the whole file)", "assumed",
                      f"a `conda env export`: all {reading.conda_lines} installed packages were pinned there, so "

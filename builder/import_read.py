@@ -69,6 +69,8 @@ class Reading:
     exported: bool = False
     nodefaults: bool = False
     kind: str = "environment.yml"
+    ngc_image: str | None = None  # `FROM nvcr.io/nvidia/pytorch:...`: a torch no tag names
+    base_images: list[str] = field(default_factory=list)  # a Dockerfile's FROM images, as written
     # Weaker than `hints`: a base image's CUDA (`FROM nvidia/cuda:12.1.0-...`) counts only when no line
     # of the file says otherwise, because the torch wheel brings its own CUDA libraries.
     weak_hints: list[Hint] = field(default_factory=list)
@@ -89,7 +91,8 @@ class Reading:
     locked_cuda: list[tuple[str, str]] = field(default_factory=list)  # (package, CUDA) from a lock's builds
 
     def note(self, entry: str, outcome: Outcome, reason: str) -> None:
-        self.notes.append(Note(entry, outcome, reason))
+        if Note(entry, outcome, reason) not in self.notes:  # the same index line on every requirement
+            self.notes.append(Note(entry, outcome, reason))
 
     def fail(self, reason: str) -> UsageError:
         return UsageError(f"{self.source}: {reason}")
@@ -321,6 +324,8 @@ def _read_channels(reading: Reading, channels: Any) -> None:
             reading.channels.append(text)
 
 
+# what pip's environment markers read on the machines envbuild builds for
+LINUX_MARKERS = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64"}
 PLACEHOLDER = re.compile(r"@[A-Za-z_][A-Za-z0-9_]*@|\$\{?[A-Za-z_][A-Za-z0-9_]*|\{\{")
 # packages whose version decides the torch stack and its CUDA build: unpinned, each solve may differ
 ML_PACKAGES = {"pytorch", "torch", "torchvision", "torchaudio", "pytorch-gpu", "pytorch-cpu", "pytorch-cuda",
@@ -462,13 +467,26 @@ def _read_pip(reading: Reading, text: str) -> None:
     except InvalidRequirement:
         reading.note(text, "unmapped", "not a pip requirement")
         return
+    if requirement.url and requirement.name.lower() == "torch":
+        raise reading.fail(f"{text.strip()!r} takes torch from a URL; pin it by version instead (torch==X.Y.Z, with "
+                           "a cuXYZ index or +cuXYZ tag for its CUDA) so envbuild can pick the wheel per target")
     if requirement.url:
         reading.note(text, "unmapped",
                      "a package from a URL (name @ url); publish it to an index and pin it by version")
         return
     if requirement.marker is not None:
-        reading.note(text, "unmapped", "environment markers (`; ...`) have no place in a spec's pip list")
-        return
+        marker = str(requirement.marker)
+        variables = set(re.findall(r"[a-z_]+", re.sub(r"\"[^\"]*\"|'[^']*'", "", marker))) - {"and", "or", "in", "not"}
+        if variables - set(LINUX_MARKERS):
+            reading.note(text, "unmapped", "environment markers on the Python version or implementation (`; ...`) "
+                                           "have no place in a spec's pip list; pin what this env needs")
+            return
+        if not requirement.marker.evaluate(LINUX_MARKERS):
+            reading.note(text, "dropped", f"`{marker}` is false on Linux, where envbuild builds")
+            return
+        line = line.split(";", 1)[0].strip()
+        requirement = Requirement(line)
+        reading.note(text, "assumed", f"`{marker}` holds on Linux, where envbuild builds: kept without it")
     name = requirement.name.lower().replace("_", "-")
     reading.pip_names.append(name)
     reading.pip_requirements_seen += 1

@@ -183,12 +183,39 @@ def cudatoolkit_era(subject: LintSubject) -> Iterator[Finding]:
 def unpinned_images(subject: LintSubject) -> Iterator[Finding]:
     spec = subject.spec
     if spec is None:
+        stages = set()
+        for image in subject.reading.base_images if subject.reading else []:
+            if "@sha256:" not in image and image.lower() != "scratch" and image not in stages and "$" not in image:
+                stages.add(image)
+                yield finding(subject, "lint.images.unpinned", "warning",
+                              f"FROM {image} is not pinned by digest: a rebuild can pick up a different base",
+                              f"write `FROM {image}@sha256:...` (`docker buildx imagetools inspect {image}` shows "
+                              "it)", "FROM", f"FROM {image}")
         return
     for role, ref in (("runtime", spec.images.runtime), ("builder", spec.images.builder)):
         if ref.digest is None and not ref.image.startswith("local/"):
             yield finding(subject, "lint.images.unpinned", "warning",
                           f"{ref.image} is not pinned by digest: a rebuild can pick up a different base",
                           "add `digest:`", f"images.{role}")
+
+
+@LINT.rule("lint.fleet.arch-not-covered", "a target without kernels for a GPU of the spec's fleet")
+def fleet_not_covered(subject: LintSubject) -> Iterator[Finding]:
+    """A build without kernels for a fleet GPU installs cleanly, then fails at its first kernel."""
+    spec = subject.spec
+    if spec is None or not spec.fleet:
+        return
+    from builder.errors import UsageError
+    from builder.fleet import fleet_problems, spec_hosts
+    from builder.target import resolve_targets
+
+    try:
+        targets = resolve_targets(spec)
+    except UsageError:
+        return  # `envbuild targets` says why the targets do not resolve
+    for message, fix in fleet_problems(targets, spec_hosts(spec)):
+        yield finding(subject, "lint.fleet.arch-not-covered", "warning", message,
+                      fix or "see `envbuild doctor SPEC --fleet HOSTS` for the matrix", "fleet")
 
 
 @LINT.rule("lint.packages.ml-unpinned", "ML packages without a version")

@@ -41,7 +41,7 @@ from builder.errors import EnvbuildError, UsageError
 from builder.image import BuildOptions
 from builder.lock import conda_tool_on_path
 from builder.lockfile import lockfile_sha256
-from builder.smoke_runner import SmokeReport, run_local
+from builder.smoke_runner import SmokeRun, run_local
 from builder.target import Target
 
 ENVS_DIR_ENV = "ENVBUILD_ENVS_DIR"
@@ -410,7 +410,7 @@ class OnboardResult:
     lock: Path
     seconds: float = 0.0
     kernel: KernelResult | None = None
-    smoke: SmokeReport | None = None
+    smoke: SmokeRun | None = None
     next_steps: list[str] = field(default_factory=list)
 
     @property

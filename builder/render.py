@@ -8,11 +8,8 @@ the NVIDIA variables, the environment) before what changes often (the smoke suit
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,8 +160,11 @@ def _labels(target: Target) -> dict[str, str]:
         "io.envbuild.min-driver": target.min_driver or "",
         "io.envbuild.version": __version__,
     }
+    if target.archs:
+        labels["io.envbuild.archs"] = " ".join(target.archs)
     labels.update(target.spec.labels)
-    return dict(sorted(labels.items()))
+    # An unknown value is no label at all: an empty one reads as "known to be nothing".
+    return dict(sorted((key, value) for key, value in labels.items() if value))
 
 
 def required_driver_cuda(cuda: str | None) -> str:
@@ -188,6 +188,8 @@ def dockerfile_blocks(target: Target, has_ca: bool) -> list[Block]:
                 "require_cuda": required_driver_cuda(target.cuda),
                 "torch": target.torch,
                 "cuda": target.cuda or "cpu",
+                # the smoke check env.arch_flags compares this with what the installed torch was built for
+                "archs": " ".join(target.archs),
             },
             builder_macro=None,
         ),
@@ -250,25 +252,6 @@ def _ca_files(target: Target) -> tuple[Path, ...]:
     return tuple(files)
 
 
-@contextmanager
-def atomic_directory(out: Path) -> Iterator[Path]:
-    """Write into a temporary sibling folder and rename it into place only when all of it worked."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        yield staging
-        if out.exists():
-            previous = out.with_name(f".{out.name}.old-{os.getpid()}")
-            out.rename(previous)
-            staging.rename(out)
-            shutil.rmtree(previous, ignore_errors=True)
-        else:
-            staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
 def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] = {}) -> None:
     """Lay out a build context: Dockerfile, environment.yml, smoke suite, CA files, extra files."""
     for name, text in rendered.files().items():
@@ -284,22 +267,8 @@ def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] 
         destination.write_bytes(data)
 
 
-def render_targets(targets: Sequence[Target], out: Path | None = None) -> list[tuple[Target, Path]]:
-    """Render each target into its folder: `out` for one target, `out/<target>` for several, by default
-    build/<env>/<target>. Returns each target with its folder."""
-    written = []
-    for target in targets:
-        if out is None:
-            folder = Path("build") / target.name / target.key
-        elif len(targets) == 1:
-            folder = out
-        else:
-            folder = out / target.key
-        written.append((target, render_to(render_target(target), folder)))
-    return written
-
-
 def render_to(rendered: RenderedEnv, out: Path) -> Path:
-    with atomic_directory(out) as staging:
-        write_context(rendered, staging)
-    return out
+    """The rendered files alone (no lock yet): into a new folder, or one envbuild wrote before."""
+    from builder.generated_files import write_owned_folder
+
+    return write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")

@@ -21,40 +21,54 @@ from pathlib import Path
 
 from builder import proc
 from builder.errors import EnvbuildError, UsageError
+from smoke.report import SmokeReport
 
 REPORT_DIR = "/tmp/envbuild-smoke"
 NO_GPU_RUNTIME = "could not select device driver"
 SMOKE_RUN = "smoke"  # the io.envbuild.run label of the suite's containers
 
 
-@dataclass
-class SmokeReport:
-    summary: dict[str, int]
-    checks: list[dict]
+@dataclass(frozen=True)
+class SmokeRun:
+    """One run of the suite as the host reads it: the suite's own report (`smoke.report.SmokeReport`, the
+    one model the image writes and the host parses) plus what only the host knows: how it ran, how long."""
+
+    report: SmokeReport
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    raw: dict = field(default_factory=dict)
-
-    @property
-    def failed(self) -> int:
-        return int(self.summary.get("failed", 0))
-
-    @classmethod
-    def from_json(cls, data: dict, notes: list[str], seconds: float) -> SmokeReport:
-        return cls(dict(data["summary"]), list(data["checks"]), notes, seconds, data)
-
-    def as_dict(self) -> dict:
-        return {**self.raw, "notes": self.notes, "seconds": round(self.seconds, 1)}
 
     TABLE_COLUMNS = ("check", "status", "seconds", "reason")
 
+    @classmethod
+    def from_json(cls, data: dict, notes: list[str], seconds: float) -> SmokeRun:
+        try:
+            report = SmokeReport.from_dict(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EnvbuildError(f"the smoke suite wrote a report envbuild cannot read ({type(exc).__name__}: {exc})"
+                                ) from None
+        return cls(report, notes, seconds)
+
+    @property
+    def summary(self) -> dict[str, int]:
+        return self.report.summary.to_dict()
+
+    @property
+    def checks(self) -> list[dict]:
+        return [check.to_dict() for check in self.report.checks]
+
+    @property
+    def failed(self) -> int:
+        return self.report.summary.failed
+
+    def as_dict(self) -> dict:
+        return {**self.report.to_dict(), "notes": self.notes, "seconds": round(self.seconds, 1)}
+
     def table_rows(self) -> list[list[str]]:
-        return [[c["name"], c["status"], f"{float(c.get('seconds') or 0):.1f}", c.get("reason") or ""]
-                for c in self.checks]
+        return [[c.name, c.status, f"{c.seconds:.1f}", c.reason] for c in self.report.checks]
 
     def summary_line(self) -> str:
-        s = self.summary
-        return f"{s.get('passed', 0)} passed, {s.get('failed', 0)} failed, {s.get('skipped', 0)} skipped"
+        s = self.report.summary
+        return f"{s.passed} passed, {s.failed} failed, {s.skipped} skipped"
 
 
 @dataclass(frozen=True)
@@ -97,7 +111,7 @@ def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | N
 
 
 def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cuda: str | None = None,
-              only: str | None = None, timeout: float = 900, python: Path | None = None) -> SmokeReport:
+              only: str | None = None, timeout: float = 900, python: Path | None = None) -> SmokeRun:
     """The suite in this Python, or in another environment's interpreter (`python`): that one gets a
     copy of the suite on PYTHONPATH and nothing else of this Python or the user's site-packages,
     so it is tested as it is."""
@@ -123,7 +137,7 @@ def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cud
         if not report.is_file():
             tail = (process.stderr or process.stdout).strip().splitlines()[-5:]
             raise EnvbuildError("the smoke suite wrote no report: " + " | ".join(tail))
-        return SmokeReport.from_json(json.loads(report.read_text()), [], time.monotonic() - started)
+        return SmokeRun.from_json(json.loads(report.read_text()), [], time.monotonic() - started)
 
 
 def _device_requests(request: GpuRequest) -> list:
@@ -179,7 +193,7 @@ def container_options(gpus: str | None = None, shm_size: str = "1g",
 
 def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions(), require_gpus: int = 0,
                  expect_torch: str | None = None, expect_cuda: str | None = None, only: str | None = None,
-                 timeout: float = 900, client=None) -> SmokeReport:
+                 timeout: float = 900, client=None) -> SmokeRun:
     from docker.types import Ulimit
 
     from builder.engine import container_labels, docker_client, engine_error, reap_stale_containers
@@ -227,7 +241,7 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
             if data is None:
                 logs = created.logs(tail=10).decode(errors="replace").strip().splitlines()
                 raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + " | ".join(logs[-5:]))
-            return SmokeReport.from_json(data, notes, time.monotonic() - started)
+            return SmokeRun.from_json(data, notes, time.monotonic() - started)
         finally:
             try:
                 created.remove(force=True)

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_core import ErrorDetails
 
 from builder.errors import UsageError
+from builder.gpu_models import capability_of
+from builder.yamlio import load_yaml
 
 # A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
 # constraints made of version characters and comparison operators. No spaces inside a constraint
@@ -111,6 +113,42 @@ class TargetSpec(StrictModel):
         return "cpu" if self.cuda == "cpu" else f"cuda{self.cuda}"
 
 
+class FleetEntry(StrictModel):
+    """One kind of machine the team runs on: a GPU (model name or compute capability) or a host file.
+
+    A host file is what `envbuild doctor --save` wrote on that machine (driver, GPUs, capabilities);
+    a GPU alone says nothing of the driver, so only architecture coverage is judged for it.
+    """
+
+    gpu: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,63}$")] | None = None
+    host: Annotated[str, Field(pattern=r"^[A-Za-z0-9_./\-]+\.json$", max_length=300)] | None = None
+    count: Annotated[int, Field(ge=1, le=100000)] = 1
+    name: Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=100)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        # `- V100`, `- "8.6"`, `- hosts/node1.json`: one word per machine kind is the common case.
+        if isinstance(value, str):
+            return {"host": value} if value.endswith(".json") else {"gpu": value}
+        if isinstance(value, float):
+            return {"gpu": repr(value)}
+        return value
+
+    @model_validator(mode="after")
+    def _gpu_or_host(self) -> FleetEntry:
+        if (self.gpu is None) == (self.host is None):
+            raise ValueError("give either `gpu` (a model like V100 or a capability like 7.0) or `host` (a .json file)")
+        if self.gpu is not None and capability_of(self.gpu) is None:
+            raise ValueError(f"GPU {self.gpu!r} is not in envbuild's GPU list; write its compute capability "
+                             "instead (e.g. 7.0 or sm_70)")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.gpu or self.host or ""
+
+
 class EnvSpec(StrictModel):
     """A team's environment: the seeds' stack (python, torch, torchvision) plus its own packages."""
 
@@ -133,6 +171,7 @@ class EnvSpec(StrictModel):
         Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=128)],
         Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=500)],
     ] = Field(default_factory=dict)
+    fleet: tuple[FleetEntry, ...] = ()  # the GPUs the team runs on; lint and targets check coverage
     _source: Path | None = PrivateAttr(default=None)
 
     @property
@@ -215,7 +254,7 @@ def read_yaml_file(path: Path, what: str) -> Any:
     except UnicodeDecodeError:
         raise UsageError(f"{path}: the {what} is not UTF-8 text") from None
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

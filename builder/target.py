@@ -12,8 +12,6 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from builder.compat import (
     CompatData,
     CudaToolkit,
@@ -27,6 +25,7 @@ from builder.compat import (
 )
 from builder.errors import UsageError
 from builder.spec import EnvSpec, ImageRef, Route, TargetSpec
+from builder.yamlio import load_yaml
 
 
 @dataclass(frozen=True)
@@ -76,6 +75,7 @@ class Target:
     runtime_image: ImageRef
     builder_image: ImageRef
     warnings: tuple[str, ...] = field(default=())
+    cuda_arch: str | None = None  # conda's __cuda_arch: the lowest compute capability of the spec's fleet
 
     @property
     def name(self) -> str:
@@ -87,7 +87,7 @@ class Target:
 
     @property
     def archs(self) -> list[str]:
-        return self.release.archs.get(self.cuda, []) if self.cuda else []
+        return self.release.archs_for(self.route, self.cuda) if self.cuda else []
 
     @property
     def tag(self) -> str:
@@ -114,6 +114,8 @@ class Target:
             packages["__glibc"] = self.glibc
         if self.uses_cuda_on(platform):
             packages["__cuda"] = self.cuda  # type: ignore[assignment]
+            if self.cuda_arch:
+                packages["__cuda_arch"] = self.cuda_arch
         return dict(sorted(packages.items()))
 
 
@@ -125,7 +127,7 @@ def _platforms() -> dict[str, PlatformInfo]:
 @lru_cache(maxsize=1)
 def default_pip_index() -> str:
     text = resources.files("builder").joinpath("data/sources.yaml").read_text(encoding="utf-8")
-    return str(yaml.safe_load(text)["pip_index"])
+    return str(load_yaml(text)["pip_index"])
 
 
 def _fail(spec: EnvSpec, target: TargetSpec, reason: str) -> UsageError:
@@ -286,7 +288,19 @@ def resolve_target(
         runtime_image=spec.images.runtime,
         builder_image=spec.images.builder,
         warnings=_warnings(release),
+        cuda_arch=_fleet_cuda_arch(spec) if cuda else None,
     )
+
+
+def _fleet_cuda_arch(spec: EnvSpec) -> str | None:
+    """`__cuda_arch` for a lock that serves the whole fleet: its lowest compute capability (CEP 46), so the
+    solver refuses packages built only for newer GPUs than the oldest one the team runs on."""
+    if not spec.fleet:
+        return None
+    from builder.fleet import lowest_capability  # fleet builds on resolved targets: imported when needed
+
+    lowest = lowest_capability(spec)
+    return f"{lowest[0]}.{lowest[1]}" if lowest else None
 
 
 def with_images(spec: EnvSpec, runtime: str | None = None, builder: str | None = None) -> EnvSpec:

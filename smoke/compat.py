@@ -203,3 +203,19 @@ def expected_torchvision(torch_version: str, pairs: dict[str, Any]) -> str | Non
         if int(rule["torch_major"]) == parts[0] and parts[1] >= int(rule.get("from_torch_minor", 0)):
             return f"{rule['torchvision_major']}.{parts[1] + int(rule['torchvision_minor_offset'])}"
     return None
+
+
+@dataclass(frozen=True)
+class ArchListDiff:
+    missing: list[str]  # expected by envbuild's data, not in the build
+    extra: list[str]  # in the build, not in the data
+
+    @property
+    def same(self) -> bool:
+        return not self.missing and not self.extra
+
+
+def compare_arch_lists(expected: list[str] | tuple[str, ...], built: list[str]) -> ArchListDiff:
+    """The data's arch list against torch's own (`torch._C._cuda_getArchFlags()`), order ignored."""
+    want, have = set(expected), set(built)
+    return ArchListDiff(missing=[a for a in expected if a not in have], extra=[a for a in built if a not in want])

@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from smoke.compat import driver_cuda_from_nvml
+from smoke.nvml import nvml_session
 from smoke.nvsmi import (
     APPS_QUERY_FIELDS,
     FAILURE_MEANING,
@@ -80,30 +81,18 @@ def _query(executable: str, kind: str, fields: tuple[str, ...], notes: list[str]
 
 
 def _from_nvml(notes: list[str]) -> DriverReading | None:
-    try:
-        import pynvml
-    except ImportError:
-        notes.append("NVML: nvidia-ml-py is not installed")
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound without a driver, others when it is broken
-        notes.append(f"NVML: {type(exc).__name__}: {exc}")
-        return None
-    try:
-        cuda = driver_cuda_from_nvml(int(pynvml.nvmlSystemGetCudaDriverVersion()))
-        version = pynvml.nvmlSystemGetDriverVersion()
-        if isinstance(version, bytes):  # older nvidia-ml-py returns bytes
-            version = version.decode()
-        return DriverReading("nvml", cuda, str(version), notes)
-    except Exception as exc:
-        notes.append(f"NVML: {type(exc).__name__}: {exc}")
-        return None
-    finally:
+    with nvml_session(notes) as nvml:
+        if nvml is None:
+            return None
         try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass  # shutting down a half-initialised NVML is not worth a failure
+            cuda = driver_cuda_from_nvml(int(nvml.nvmlSystemGetCudaDriverVersion()))
+            version = nvml.nvmlSystemGetDriverVersion()
+            if isinstance(version, bytes):  # older nvidia-ml-py returns bytes
+                version = version.decode()
+            return DriverReading("nvml", cuda, str(version), notes)
+        except Exception as exc:
+            notes.append(f"NVML: {type(exc).__name__}: {exc}")
+            return None
 
 
 def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:

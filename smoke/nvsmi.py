@@ -16,7 +16,6 @@ No torch, no NVML, standard library only: this also runs inside images.
 from __future__ import annotations
 
 import csv
-import io
 import re
 from dataclasses import dataclass, field
 
@@ -62,6 +61,9 @@ FAILURE_MEANING = {
     "no-devices": "the driver is loaded but initialised no GPU",
     "nvml-failed": "NVML did not start",
 }
+# Lines nvidia-smi prints instead of query rows: an unknown field (old drivers), bad arguments.
+QUERY_REFUSAL = re.compile(r'^\s*(?:Field "[^"]*" is not a valid field to query|Invalid combination of input '
+                           r'arguments|ERROR:)', re.I)
 # Values a query field takes when it has no answer.
 NO_VALUE = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[insufficient permissions]",
             "[unknown error]", "[gpu is lost]", "[requested functionality has been deprecated]"}
@@ -230,7 +232,8 @@ def parse_query_csv(text: str | bytes, fields: tuple[str, ...] | list[str]) -> l
     """
     text = decode_output(text)
     rows: list[dict[str, str | None]] = []
-    for values in csv.reader(io.StringIO(text), skipinitialspace=True):
+    lines = [line for line in text.splitlines() if not QUERY_REFUSAL.match(line) and not smi_failure(line)]
+    for values in csv.reader(lines, skipinitialspace=True):
         if len(values) != len(fields):
             continue
         if values[0].strip().split(" [")[0] == fields[0] and len(rows) == 0:

@@ -60,6 +60,7 @@ class Settings:
 
     expect_torch: str | None = None
     expect_cuda: CudaExpectation | None = None
+    expect_archs: tuple[str, ...] | None = None  # the arch list envbuild's data gives the build
     require_gpus: int = 0
     timeout_per_check: float = 120.0
 

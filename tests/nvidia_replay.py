@@ -8,18 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from smoke.nvml import nvml_answers
+
 SMI_FIXTURES = Path(__file__).parent / "fixtures" / "nvidia-smi"
-
-
-def nvml_answers() -> bool:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-        return True
-    except Exception:  # no library, no driver, a broken driver: all mean "no NVML here"  # noqa: BLE001
-        return False
 
 
 needs_no_nvml = pytest.mark.skipif(nvml_answers(), reason="a real NVML answers first on this machine")

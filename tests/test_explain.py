@@ -145,3 +145,32 @@ def test_cli_missing_file_is_one_error_line():
     done = CliRunner().invoke(cli, ["explain", "does-not-exist.log"])
     assert done.exit_code == 2
     assert "Error:" in done.output and "Traceback" not in done.output
+
+
+def test_a_long_training_log_is_read_to_its_end():
+    # Many harmless mentions of a rule's needle before the real error: every one is looked at.
+    noise = "epoch 3 step 100 loss 0.12 (saved state_dict to ckpt.pt)\n" * 40_000
+    log = noise + 'RuntimeError: Error(s) in loading state_dict for Net:\n\tUnexpected key(s) in state_dict: "module.fc.weight".\n'
+    [finding] = explain_text(log).findings
+    assert finding.rule == "explain.checkpoint.module-prefix"
+    assert finding.location is not None and finding.location.line == 40_002
+    assert finding.evidence == 'Unexpected key(s) in state_dict: "module.fc.weight".'
+
+
+def test_oom_names_this_hosts_biggest_gpu_processes():
+    from smoke.nvsmi import SmiProcess
+
+    processes = [SmiProcess(pid=4242, name="python", gpu=0, memory_mib=300),
+                 SmiProcess(pid=31337, name="tritonserver", gpu=0, memory_mib=70_000)]
+    finding = first("RuntimeError:CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; "
+                    "4.36 GiB already allocated; 6.69 MiB free; 4.63 GiB reserved in total by PyTorch)",
+                    processes=processes)
+    assert finding.message.endswith("on this host now: pid 31337 tritonserver 70000 MiB, pid 4242 python 300 MiB")
+
+
+def test_cli_json_when_nothing_is_recognised(tmp_path: Path):
+    log = tmp_path / "fine.log"
+    log.write_text("epoch 1 loss 0.5\n")
+    done = CliRunner().invoke(cli, ["explain", "--no-host", "--json", str(log)])
+    assert done.exit_code == 1
+    assert json.loads(done.output) == {"source": str(log), "recognised": False, "findings": []}

@@ -198,3 +198,12 @@ def test_lint_on_a_spec_still_exits_one_on_an_error(tmp_path: Path) -> None:
     spec.write_text(yaml.safe_dump({**BASE, "pip": ["torch==2.7.1"]}), encoding="utf-8")
     result = CliRunner().invoke(cli, ["lint", str(spec)])
     assert result.exit_code == 1 and "error: lint.torch.conda-and-pip" in result.output
+
+
+def test_dockerfile_base_images_without_a_digest_warn_once_each() -> None:
+    from builder.import_docker import read_dockerfile_text
+
+    text = ("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS build\nRUN make\nFROM build AS test\n"
+            "FROM python:3.12-slim@sha256:" + "c" * 64 + "\nRUN pip install torch==2.5.1\n")
+    found = [f for f in lint_reading(read_dockerfile_text(text, "Dockerfile")) if f.rule == "lint.images.unpinned"]
+    assert [f.evidence for f in found] == ["FROM nvidia/cuda:12.4.1-devel-ubuntu22.04"]

@@ -74,11 +74,16 @@ def test_query_csv_captures(entry: dict[str, Any]) -> None:
             == expect["utilization"]
     if "driver" in expect:
         assert rows[0]["driver_version"] == expect["driver"]
+    if "capabilities_raw" in expect:
+        assert [row["compute_cap"] for row in rows] == expect["capabilities_raw"]
     if "gpus" in expect:
         gpus = gpus_from_query(rows)
         assert [gpu.name for gpu in gpus] == expect["gpus"]
         if "uuids" in expect:
             assert [gpu.uuid for gpu in gpus] == expect["uuids"]
+        if "capabilities" in expect:
+            assert [_cuda_text(gpu.compute_capability) for gpu in gpus] == expect["capabilities"]
+            assert [gpu.index for gpu in gpus] == list(range(len(gpus)))
 
 
 def test_non_utf8_bytes_do_not_break_the_table():

@@ -5,7 +5,15 @@ from __future__ import annotations
 import torch
 
 from smoke.checks.cuda_probe import probe_cuda
-from smoke.compat import FAIL, WARN, arch_coverage, driver_verdict, parse_major_minor, version_matches_prefix
+from smoke.compat import (
+    FAIL,
+    WARN,
+    arch_coverage,
+    compare_arch_lists,
+    driver_verdict,
+    parse_major_minor,
+    version_matches_prefix,
+)
 from smoke.driver import read_driver
 from smoke.registry import Context, Outcome, check, failed, needs_gpus, passed, skipped, verdict
 
@@ -75,6 +83,27 @@ def driver_supports_runtime(ctx: Context) -> Outcome:
     if judged.level == WARN:
         return passed(judged.message, **details)
     return passed(f"{judged.message} (driver {reading.driver_version}, via {reading.source})", **details)
+
+
+@check("env.arch_flags")
+def arch_flags_match_the_data(ctx: Context) -> Outcome:
+    """torch's compiled arch list equals the one envbuild's data gave this build (no GPU needed)."""
+    if torch.version.cuda is None:
+        return skipped("CPU build of torch: no GPU architectures compiled in")
+    flags = getattr(torch._C, "_cuda_getArchFlags", None)
+    built = str(flags() or "").split() if flags is not None else []
+    expected = ctx.settings.expect_archs
+    if expected is None:
+        return skipped(f"no --expect-archs or ENVBUILD_EXPECT_ARCHS given; torch has {' '.join(built) or 'none'}",
+                       arch_flags=built)
+    diff = compare_arch_lists(expected, built)
+    details = {"arch_flags": built, "expected": list(expected), "missing": diff.missing, "extra": diff.extra}
+    if diff.same:
+        return passed(f"torch is built for {' '.join(built)}, as envbuild's data says", **details)
+    parts = ([f"missing {' '.join(diff.missing)}"] if diff.missing else []) + \
+        ([f"extra {' '.join(diff.extra)}"] if diff.extra else [])
+    return failed(f"torch's arch list ({' '.join(built) or 'empty'}) is not the one envbuild's data gives this "
+                  f"build ({'; '.join(parts)}): fix builder/data/compat.yaml or the build", **details)
 
 
 @check("env.arch_list", gpus=1)
