@@ -132,7 +132,7 @@ def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path 
     from builder.context import render_contexts
 
     written = render_contexts(resolve_targets(load_spec(spec), cuda, sources), out, lock_root=lock_root,
-                              replaced_pip_index=bool(sources.pip_index), image_platform=image_platform)
+                              image_platform=image_platform)
     if as_json:
         reports.print_json([item.as_dict() for item in written])
         return
@@ -169,12 +169,11 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
 
     env_spec = with_images(load_spec(spec), base_image)
     resolved = resolve_targets(env_spec, cuda, sources, platforms)
-    replaced_pip_index = bool(sources.pip_index)
     if check:
-        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)
+        results = check_targets(resolved, lock_root=lock_root, solver=solver)
     else:
         results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
-                               parallel=jobs, timeout=timeout, replaced_pip_index=replaced_pip_index)
+                               parallel=jobs, timeout=timeout)
     if as_json:
         reports.print_json([r.as_dict() for r in results])
     else:
@@ -221,7 +220,7 @@ def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None
         with build_progress(target.tag) as echo:
             results.append(build_target_image(
                 target, lock_root=locks.lock_root, options=engine, relock=not locks.frozen,
-                solver=locks.solver, push=push, echo=echo, replaced_pip_index=bool(sources.pip_index)))
+                solver=locks.solver, push=push, echo=echo))
     if as_json:
         reports.print_json([r.as_dict() for r in results])
         return
@@ -527,7 +526,7 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
     flags = smoke_container
     container = flags.container()
     rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine_for(spec), frozen=locks.frozen,
-                      solver=locks.solver, replaced_pip_index=bool(sources.pip_index), container=container,
+                      solver=locks.solver, container=container,
                       require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
     if flags.junit:
         reports.write_junit(flags.junit, f"envbuild.matrix.{resolved[0].name}",
@@ -598,11 +597,9 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
         raise UsageError(f"{', '.join(misplaced)}: for {where}")
     env_spec = with_images(load_spec(spec), base_image, builder_image)
     resolved = resolve_targets(env_spec, (cuda,) if cuda else (), sources)
-    replaced_pip_index = bool(sources.pip_index)
     if as_image or pull:
         image_result = path.onboard_image(resolved, asked=bool(cuda), pull=pull, lock_root=locks.lock_root,
                                           frozen=locks.frozen, solver=locks.solver,
-                                          replaced_pip_index=replaced_pip_index,
                                           options=BuildOptions(network=network), progress=build_progress,
                                           echo=echo)
         if as_json:
@@ -614,8 +611,7 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
         return
     result = path.onboard(resolved, asked=bool(cuda), prefix=prefix, name=name, installer=installer,
                           kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force,
-                          lock_root=locks.lock_root, frozen=locks.frozen, solver=locks.solver,
-                          replaced_pip_index=replaced_pip_index, echo=echo)
+                          lock_root=locks.lock_root, frozen=locks.frozen, solver=locks.solver, echo=echo)
     if as_json:
         reports.print_json(result.as_dict())
     else:
