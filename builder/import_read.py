@@ -144,12 +144,16 @@ def source_kind(path: Path) -> str:
                      "then by content)")
 
 
-def read_requirements(path: Path) -> Reading:
+def read_text_file(path: Path) -> str:
+    """A file `init --from` reads, as UTF-8 text, or one UsageError naming why not."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read it as text ({error})") from error
-    return read_requirements_text(text, str(path))
+
+
+def read_requirements(path: Path) -> Reading:
+    return read_requirements_text(read_text_file(path), str(path))
 
 
 def read_requirements_text(text: str, source: str) -> Reading:
