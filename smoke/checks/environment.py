@@ -5,7 +5,18 @@ from __future__ import annotations
 import torch
 
 from smoke.checks.cuda_probe import probe_cuda
-from smoke.compat import FAIL, WARN, arch_coverage, driver_verdict, parse_major_minor, version_matches_prefix
+from smoke.compat import (
+    FAIL,
+    WARN,
+    arch_coverage,
+    arch_list_verdict,
+    cudnn_text,
+    driver_verdict,
+    load_compat_data,
+    parse_major_minor,
+    target_expectations,
+    version_matches_prefix,
+)
 from smoke.driver import read_driver
 from smoke.registry import Context, Outcome, check, failed, needs_gpus, passed, skipped, verdict
 
@@ -34,6 +45,44 @@ def cuda_build(ctx: Context) -> Outcome:
     if expectation.matches(built_for):
         return passed(f"torch is {shown}, as expected ({expectation.describe()})", **details)
     return failed(f"torch is {shown} but {expectation.describe()} was expected", **details)
+
+
+@check("env.cudnn")
+def cudnn_version(ctx: Context) -> Outcome:
+    """The cuDNN torch loads (no GPU needed) is the one the compatibility data lists for this target."""
+    if torch.version.cuda is None:
+        return skipped("CPU build of torch: no cuDNN")
+    if not torch.backends.cudnn.is_available():
+        return failed(f"torch is built for CUDA {torch.version.cuda} but without cuDNN")
+    try:
+        loaded = cudnn_text(int(torch.backends.cudnn.version()))
+    except Exception as exc:  # libcudnn missing or the wrong one: torch raises while loading it
+        return failed(f"cuDNN does not load: {' '.join(str(exc).split())[:300]}")
+    expected = target_expectations(load_compat_data()).get("cudnn")
+    details = {"cudnn": loaded, "expected": expected}
+    if not expected:
+        return passed(f"cuDNN {loaded} loads (no expected version shipped with the suite)", **details)
+    if expected.split(".")[:3] == loaded.split("."):
+        return passed(f"cuDNN {loaded} loads, as the compatibility data lists ({expected})", **details)
+    return failed(f"cuDNN {loaded} loads but the compatibility data lists {expected}", **details)
+
+
+@check("env.compiled_archs")
+def compiled_archs(ctx: Context) -> Outcome:
+    """The GPU architectures torch is compiled for, read without a GPU, equal the compatibility data's."""
+    if torch.version.cuda is None:
+        return skipped("CPU build of torch: no GPU architectures")
+    # torch.cuda.get_arch_list() answers [] until CUDA initialises; the flags it splits are compiled in.
+    flags = torch._C._cuda_getArchFlags()
+    compiled = str(flags or "").split()
+    expected = target_expectations(load_compat_data()).get("archs")
+    details = {"compiled": compiled, "expected": expected}
+    if not compiled:
+        return failed(f"torch is built for CUDA {torch.version.cuda} but reports no compiled architectures", **details)
+    if not expected:
+        return passed(f"compiled for {' '.join(compiled)} (no expected list shipped with the suite)", **details)
+    ok, message = arch_list_verdict(compiled, list(expected))
+    return passed(message, **details) if ok else failed(message, **details)
 
 
 @check("env.cuda_available")
