@@ -1,10 +1,13 @@
-"""`envbuild ci github|gitlab`: a pipeline that lock-checks, builds and smoke-tests every target.
+"""`envbuild ci github|gitlab`: a pipeline that lock-checks, builds and smoke-tests every target
+(and `envbuild ci k8s`: Kubernetes Jobs for the GPU smoke tests, builder/k8s.py).
 
 Jobs: a lock check (`envbuild lock --check`), a build per target, a GPU smoke test per CUDA target on
-self-hosted GPU runners and a CPU smoke test per target on hosted runners; JSON and JUnit reports
-are kept as artifacts. The templates are `builder/data/templates/ci/*.j2`. Spec-derived values
-reach the pipeline only as YAML scalars (variables), never spliced into shell text: the scripts
-read them from the environment.
+self-hosted GPU runners and a CPU smoke test per CPU target on hosted runners (a hosted runner has no
+GPU to test a CUDA image on, so it does not pull one); JSON, JUnit and Markdown reports are kept as
+artifacts. Images are pushed only from the default branch and tags, GPU jobs never run a fork's code,
+and jobs install envbuild from a pinned source (builder/install_source.py). The templates are
+`builder/data/templates/ci/*.j2`. Spec-derived values reach the pipeline only as YAML scalars
+(variables), never spliced into shell text: the scripts read them from the environment.
 """
 
 from __future__ import annotations
@@ -19,14 +22,18 @@ from typing import Any, Literal
 
 import yaml
 
-from builder import __version__
 from builder.errors import UsageError
-from builder.generated_files import render_template, write_new_file
+from builder.generated_files import write_new_file
+from builder.install_source import InstallSource, install_source
+from builder.k8s import K8sOptions, Manifests, write_manifests
 from builder.spec import EnvSpec, default_lock_folder
 from builder.target import Target
+from builder.templates import render_template
 
 Provider = Literal["github", "gitlab"]
 PROVIDERS: tuple[Provider, ...] = ("github", "gitlab")
+# `envbuild ci k8s` writes Kubernetes Jobs instead of a pipeline (builder/k8s.py).
+K8S = "k8s"
 LABEL_PATTERN = r"[A-Za-z0-9_.:/\-]{1,100}"
 
 
@@ -37,7 +44,8 @@ class CiOptions:
     gpu_runner_labels: tuple[str, ...] | None = None
     cpu_runner_labels: tuple[str, ...] | None = None
     require_gpus: int | None = None
-    envbuild_requirement: str = f"envbuild=={__version__}"
+    # None: where this envbuild was installed from (builder/install_source.py), else a CI variable.
+    install_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,9 +66,11 @@ class Pipeline:
     path: Path
     text: str
     jobs: tuple[Job, ...]
+    install: InstallSource
 
     def as_dict(self) -> dict[str, Any]:
-        return {"provider": self.provider, "path": str(self.path), "jobs": [j.as_dict() for j in self.jobs]}
+        return {"provider": self.provider, "path": str(self.path), "install": self.install.as_dict(),
+                "jobs": [j.as_dict() for j in self.jobs]}
 
 
 @lru_cache(maxsize=1)
@@ -93,19 +103,20 @@ def _target_row(target: Target) -> dict[str, str]:
 
 
 def pipeline_text(provider: Provider, spec: EnvSpec, spec_path: Path, targets: list[Target],
-                  pipeline_path: Path, options: CiOptions = CiOptions()) -> str:
-    """The pipeline file's text."""
+                  pipeline_path: Path, options: CiOptions = CiOptions(), source: InstallSource | None = None) -> str:
+    """The pipeline file's text; `source` defaults to what `options.install_from` says."""
     if provider not in PROVIDERS:
         raise UsageError(f"unknown CI provider {provider!r}; use one of: {', '.join(PROVIDERS)}")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in options.envbuild_requirement) \
-            or not options.envbuild_requirement.strip():
-        raise UsageError("--envbuild-requirement: give a pip requirement, e.g. envbuild==1.2.0")
+    source = source or install_source(options.install_from)
     defaults = ci_defaults()
     settings = defaults[provider]
-    gpu_labels = options.gpu_runner_labels if options.gpu_runner_labels is not None else tuple(settings["gpu_runner_labels"])
-    cpu_labels = options.cpu_runner_labels if options.cpu_runner_labels is not None else tuple(settings["cpu_runner_labels"])
+    gpu_labels = (options.gpu_runner_labels if options.gpu_runner_labels is not None
+                  else tuple(settings["gpu_runner_labels"]))
+    cpu_labels = (options.cpu_runner_labels if options.cpu_runner_labels is not None
+                  else tuple(settings["cpu_runner_labels"]))
     if provider == "github" and not (gpu_labels and cpu_labels):
-        raise UsageError("GitHub jobs need runner labels: give at least one in --gpu-runner-labels and --cpu-runner-labels")
+        raise UsageError("GitHub jobs need runner labels: "
+                         "give at least one in --gpu-runner-labels and --cpu-runner-labels")
     spec_file = _repository_path(spec_path, "spec")
     rows = [_target_row(t) for t in targets]
     return render_template(
@@ -118,7 +129,9 @@ def pipeline_text(provider: Provider, spec: EnvSpec, spec_path: Path, targets: l
         cuda_targets=[row for row in rows if row["cuda"] != "cpu"],
         gpu_labels=list(gpu_labels),
         cpu_labels=list(cpu_labels),
-        requirement=options.envbuild_requirement,
+        cpu_targets=[row for row in rows if row["cuda"] == "cpu"],
+        requirement=source.requirement,
+        install_origin=source.origin,
         require_gpus=str(options.require_gpus if options.require_gpus is not None else defaults["require_gpus"]),
         settings=settings,
     )
@@ -148,6 +161,14 @@ def default_pipeline_path(provider: Provider, spec: EnvSpec) -> Path:
 def write_pipeline(provider: Provider, spec: EnvSpec, spec_path: Path, targets: list[Target],
                    out: Path | None = None, options: CiOptions = CiOptions(), force: bool = False) -> Pipeline:
     path = out or default_pipeline_path(provider, spec)
-    text = pipeline_text(provider, spec, spec_path, targets, path, options)
+    source = install_source(options.install_from)
+    text = pipeline_text(provider, spec, spec_path, targets, path, options, source)
     write_new_file(path, text, force=force)
-    return Pipeline(provider, path, text, pipeline_jobs(provider, text))
+    return Pipeline(provider, path, text, pipeline_jobs(provider, text), source)
+
+
+def write_k8s_jobs(spec: EnvSpec, spec_path: Path, targets: list[Target], out: Path | None,
+                   options: K8sOptions, force: bool = False) -> Manifests:
+    settings = ci_defaults()["k8s"]
+    path = out or Path(settings["default_path"].format(name=spec.name))
+    return write_manifests(spec, PurePosixPath(spec_path).as_posix(), targets, path, options, settings, force)

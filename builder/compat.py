@@ -47,12 +47,28 @@ class TorchRelease(_Data):
     released: str = ""
     routes: dict[Route, list[str]]
     cudnn: dict[str, str] = Field(default_factory=dict)
-    archs: dict[str, list[str]] = Field(default_factory=dict)
+    archs: dict[str, list[str]] = Field(default_factory=dict)  # the official wheels (pip, pytorch-channel)
+    archs_checked: str = ""  # the day the wheel lists were last checked against their sources
+    conda_forge_archs: dict[str, list[str]] = Field(default_factory=dict)  # filled from the top-level table
     confidence: Confidence = "projected"
     source: str = ""
 
     def cuda_variants(self, route: Route) -> list[str]:
         return sorted(self.routes.get(route, []), key=version_tuple)
+
+    def archs_for(self, route: Route, cuda: str) -> list[str]:
+        """The GPU architectures the build of this route and CUDA has kernels for (empty when unknown).
+
+        conda-forge compiles its own list (the feedstock's TORCH_CUDA_ARCH_LIST), so its builds can run
+        where the wheels of the same CUDA cannot (conda-forge 12.9 keeps sm_50..sm_70) and vice versa.
+        """
+        if route is Route.CONDA_FORGE:
+            return self.conda_forge_archs.get(cuda, [])
+        return self.archs.get(cuda, [])
+
+    def builds(self) -> list[tuple[Route, str, list[str]]]:
+        """Every (route, CUDA, arch list) this release was built for, oldest CUDA first."""
+        return [(route, cuda, self.archs_for(route, cuda)) for route in Route for cuda in self.cuda_variants(route)]
 
 
 class BaseImage(_Data):
@@ -64,11 +80,18 @@ class MinorCompat(_Data):
     min_driver: str
 
 
+class ArchList(_Data):
+    archs: list[str]
+    source: str
+    checked: str  # ISO date the list was read from `source`
+
+
 class CompatData(_Data):
     schema_: int = Field(alias="schema")
     minor_version_compat: dict[str, MinorCompat]
     cuda: dict[str, CudaToolkit]
     torch: dict[str, TorchRelease]
+    conda_forge_archs: dict[str, ArchList] = Field(default_factory=dict)
     base_images: dict[str, BaseImage]
 
     def release(self, torch_version: str) -> TorchRelease | None:
@@ -116,8 +139,11 @@ def paired_torchvision(release: TorchRelease, torchvision: str) -> bool:
 def load_compat() -> CompatData:
     text = resources.files("builder").joinpath("data/compat.yaml").read_text(encoding="utf-8")
     raw = yaml.safe_load(text)
+    conda_forge = raw.get("conda_forge_archs") or {}
     for line, row in raw.get("torch", {}).items():
         row["line"] = str(line)
+        row["conda_forge_archs"] = {cuda: conda_forge[cuda]["archs"]
+                                    for cuda in (row.get("routes") or {}).get("conda-forge", []) if cuda in conda_forge}
     return CompatData.model_validate(raw)
 
 

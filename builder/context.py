@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from builder.errors import EnvbuildError
 from builder.lockfile import lockfile_sha256, read_lock
@@ -35,7 +37,8 @@ class BuildContext:
 def _installer_files(destination: Path) -> None:
     """The in-container installer: envbuild's install module and the rattler package, nothing else.
 
-    The builder image needs only a Python >= 3.10; py-rattler has no dependencies and is abi3.
+    The builder image needs only a Python >= 3.10; py-rattler has no dependencies and is abi3;
+    proc.py is standard library only.
     """
     import rattler
 
@@ -46,6 +49,7 @@ def _installer_files(destination: Path) -> None:
     source = Path(builder.__file__).parent
     (package / "__init__.py").write_text((source / "__init__.py").read_text(encoding="utf-8"), encoding="utf-8")
     shutil.copyfile(source / "install.py", package / "install.py")
+    shutil.copyfile(source / "proc.py", package / "proc.py")
     rattler_dir = Path(rattler.__file__).parent
     shutil.copytree(rattler_dir, destination / "rattler",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -71,3 +75,55 @@ def make_context(target: Target, lock_path: Path, root: Path, image_platform: st
     _installer_files(root / "envbuild" / "installer")
     (root / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")
     return BuildContext(target, root, lockfile_sha256(lock_path), subdir, rendered)
+
+
+@dataclass(frozen=True)
+class RenderedContext:
+    """What `envbuild render` wrote for one target: a build context when the lock was fresh."""
+
+    target: str
+    path: Path
+    buildable: bool
+    lockfile: Path | None
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return {"target": self.target, "path": str(self.path), "buildable": self.buildable,
+                "lockfile": str(self.lockfile) if self.lockfile else None, "note": self.note}
+
+
+def render_context(target: Target, out: Path, *, lock_root: Path | None = None, replaced_pip_index: bool = False,
+                   image_platform: str = "linux/amd64", solver: str | None = None) -> RenderedContext:
+    """The folder a user can hand to `docker build` (any engine): the same context `envbuild image`
+    builds, from the target's fresh lock. Without one, only the rendered files, and a note why.
+
+    Written whole or not at all, into a new folder or one envbuild wrote before and nobody changed."""
+    from builder.generated_files import write_owned_folder
+    from builder.lock import check_targets
+
+    checked = check_targets([target], lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)[0]
+    if checked.status == "fresh":
+        write_owned_folder(out, lambda staging: make_context(target, checked.path, staging, image_platform),
+                           "envbuild render")
+        return RenderedContext(target.key, out, True, checked.path)
+    rendered = render_target(target, sources_replaced_pip=replaced_pip_index)
+    write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")
+    why = f" ({'; '.join(checked.reasons)})" if checked.reasons else ""
+    return RenderedContext(target.key, out, False, None,
+                           f"the lock is {checked.status}{why}: run `envbuild lock`, then render again "
+                           "for a folder `docker build` can build")
+
+
+def render_contexts(targets: Sequence[Target], out: Path | None = None, **options: Any) -> list[RenderedContext]:
+    """`render_context` for each target: into `out` for one target, `out/<target>` for several, by
+    default build/<env>/<target>."""
+    written = []
+    for target in targets:
+        if out is None:
+            folder = Path("build") / target.name / target.key
+        elif len(targets) == 1:
+            folder = out
+        else:
+            folder = out / target.key
+        written.append(render_context(target, folder, **options))
+    return written

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from builder import proc
 from builder.compat import CompatData, load_compat, version_tuple
-from builder.gpuinfo import GpuInfo, gpus_from_nvml, gpus_from_smi, nvml_snapshot, rank_by_free_memory
-from builder.image import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
+from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
+from builder.findings import Finding, Severity, sort_findings
+from builder.gpuinfo import GpuInfo, read_host_gpus
 from builder.target import Target
 from smoke.compat import arch_coverage, parse_major_minor
-from smoke.driver import DriverReading, read_driver
+from smoke.driver import DriverReading
+from smoke.nvsmi import SmiProcess
 
 ENGINE_TIMEOUT_S = 10.0
 TOOL_TIMEOUT_S = 10.0
@@ -31,7 +34,7 @@ TOOLKIT_FIX = (
     "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker` and restart the engine"
 )
 
-# Finding levels. Only "fail" findings of a target make `envbuild doctor` exit 1.
+# Check levels. Only "fail" checks of a target make `envbuild doctor` exit 1.
 OK, INFO, WARNING, MISSING, FAIL = "ok", "info", "warning", "missing", "fail"
 NEEDS_FIX = (WARNING, MISSING, FAIL)
 
@@ -67,6 +70,7 @@ class HostFacts:
     gpus: tuple[GpuInfo, ...]  # most free memory first
     cuda_visible_devices: str | None = None
     cuda_device_order: str | None = None
+    processes: tuple[SmiProcess, ...] = ()  # GPU compute processes (NVML, else nvidia-smi)
 
     @property
     def has_driver(self) -> bool:
@@ -85,22 +89,42 @@ class HostFacts:
             "container_toolkit": {"executables": self.container_toolkit,
                                   "engine_runtimes": list(self.engine.runtimes)},
             "driver": {"source": driver.source, "version": driver.driver_version, "cuda": driver.cuda_text,
+                       "nvidia_smi_version": driver.smi_version, "nvidia_smi_failure": driver.smi_failure,
                        "notes": list(driver.notes)},
+            "processes": [asdict(process) for process in self.processes],
             "gpus": [gpu.as_dict() for gpu in self.gpus],
             "cuda_visible_devices": self.cuda_visible_devices,
             "cuda_device_order": self.cuda_device_order,
         }
 
 
+# Doctor's five levels in the shared severities: "ok" lines are context, a missing part deserves a look.
+SEVERITY = {OK: Severity.INFO, INFO: Severity.INFO, WARNING: Severity.WARNING, MISSING: Severity.WARNING,
+            FAIL: Severity.ERROR}
+
+
 @dataclass(frozen=True)
-class Finding:
+class HostCheck:
+    """One line of doctor's report, good news included ("ok"); `as_finding()` is the shared `Finding`."""
+
     level: str
     subject: str
     message: str
     fix: str | None = None
 
+    @property
+    def rule(self) -> str:
+        return "doctor." + re.sub(r"[^a-z0-9]+", "-", self.subject.lower()).strip("-")
+
+    @property
+    def severity(self) -> Severity:
+        return SEVERITY[self.level]
+
+    def as_finding(self) -> Finding:
+        return Finding(self.rule, self.severity, self.message, self.fix, details={"level": self.level})
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "rule": self.rule, "severity": self.severity.value}
 
 
 @dataclass(frozen=True)
@@ -110,7 +134,7 @@ class TargetVerdict:
     cuda: str | None
     route: str
     verdict: str
-    findings: tuple[Finding, ...]
+    findings: tuple[HostCheck, ...]
 
     @property
     def level(self) -> str:
@@ -124,13 +148,18 @@ class TargetVerdict:
 @dataclass(frozen=True)
 class DoctorReport:
     host: HostFacts
-    findings: tuple[Finding, ...]
+    findings: tuple[HostCheck, ...]
     targets: tuple[TargetVerdict, ...] = field(default=())
 
     @property
     def cannot_run(self) -> list[str]:
         """Targets this host's GPUs cannot run (a missing GPU or engine is not counted)."""
         return [t.target for t in self.targets if t.level == FAIL]
+
+    def problems(self) -> list[Finding]:
+        """Every line that needs a fix (host and targets) as shared findings, errors first."""
+        checks = [*self.findings, *(check for target in self.targets for check in target.findings)]
+        return sort_findings(check.as_finding() for check in checks if check.level in NEEDS_FIX)
 
     def as_dict(self) -> dict[str, Any]:
         return {"host": self.host.as_dict(), "findings": [f.as_dict() for f in self.findings],
@@ -167,6 +196,11 @@ class DoctorReport:
                  "?" if gpu.utilization is None else f"{gpu.utilization}%", gpu.uuid or gpu.bus_id or ""]
                 for gpu in self.host.gpus]
 
+    def process_rows(self) -> list[list[str]]:
+        """GPU compute processes NVML or nvidia-smi listed (none inside most containers: another PID namespace)."""
+        return [[str(p.gpu) if p.gpu is not None else (p.gpu_uuid or "?"), str(p.pid), p.name,
+                 "?" if p.memory_mib is None else f"{p.memory_mib} MiB"] for p in self.host.processes]
+
     def problem_rows(self) -> list[list[str]]:
         return [[f.level, f.subject, f.message, f.fix or ""] for f in self.findings if f.level in NEEDS_FIX]
 
@@ -193,18 +227,17 @@ def _gib(size: int | None) -> str:
 # --- gathering (the only part that touches the host) --------------------------------------------
 
 def gather_host_facts(engine_timeout: float = ENGINE_TIMEOUT_S) -> HostFacts:
-    driver = read_driver()
-    snapshot = nvml_snapshot()
-    gpus = gpus_from_nvml(snapshot) if snapshot is not None else gpus_from_smi(driver.smi_gpus)
+    driver, gpus, processes = read_host_gpus()
     return HostFacts(
         os=_os_name(),
         python=f"{platform.python_implementation()} {platform.python_version()}",
         engine=_engine_facts(engine_timeout),
         container_toolkit=_container_toolkit(),
         driver=driver,
-        gpus=tuple(rank_by_free_memory(gpus)),
+        gpus=tuple(gpus),
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"),
+        processes=tuple(processes),
     )
 
 
@@ -252,9 +285,8 @@ def _container_toolkit() -> dict[str, str]:
 
 def _version_line(executable: str) -> str:
     try:
-        done = subprocess.run([executable, "--version"], capture_output=True, text=True,
-                              timeout=TOOL_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        done = proc.run([executable, "--version"], timeout=TOOL_TIMEOUT_S, what=executable)
+    except (OSError, proc.ProcessTimeout):
         return ""
     lines = [line.strip() for line in (done.stdout or done.stderr).splitlines() if line.strip()]
     return lines[0] if lines else ""
@@ -269,72 +301,91 @@ def diagnose(facts: HostFacts, targets: list[Target] | tuple[Target, ...] = (),
                         targets=tuple(judge_targets(facts, list(targets), compat)))
 
 
-def host_findings(facts: HostFacts) -> list[Finding]:
+def host_findings(facts: HostFacts) -> list[HostCheck]:
     return [*_engine_findings(facts), *_driver_findings(facts), *_toolkit_findings(facts),
             *_visibility_findings(facts)]
 
 
-def _engine_findings(facts: HostFacts) -> list[Finding]:
+def _engine_findings(facts: HostFacts) -> list[HostCheck]:
     engine = facts.engine
     if not engine.reachable:
-        return [Finding(MISSING, "Docker engine", f"no Docker engine answers at {engine.address} ({engine.error})",
+        return [HostCheck(MISSING, "Docker engine", f"no Docker engine answers at {engine.address} ({engine.error})",
                         ENGINE_START_FIX)]
     if engine.version and version_tuple(engine.version)[:2] < GPUS_FLAG_ENGINE:
-        return [Finding(WARNING, "Docker engine", f"Docker {engine.version} has no `--gpus` (19.03 added it)",
+        return [HostCheck(WARNING, "Docker engine", f"Docker {engine.version} has no `--gpus` (19.03 added it)",
                         "upgrade the Docker engine to 19.03 or newer")]
-    return [Finding(OK, "Docker engine", f"Docker {engine.version} answers at {engine.address}")]
+    return [HostCheck(OK, "Docker engine", f"Docker {engine.version} answers at {engine.address}")]
 
 
-def _driver_findings(facts: HostFacts) -> list[Finding]:
+# What to do about each way nvidia-smi says it cannot read the GPUs (smoke.nvsmi.FAILURES).
+SMI_FAILURE_FIX = {
+    "no-driver": "install the NVIDIA driver (WSL2: the Windows driver only; a container: start it with `--gpus all`)",
+    "driver-library-mismatch": "reboot, or reload the nvidia kernel modules, so the module matches the driver's "
+                               "libraries",
+    "insufficient-permissions": "give this user access to /dev/nvidia* (rootless containers: generate a CDI spec "
+                                "with `nvidia-ctk cdi generate`)",
+    "no-devices": "see `dmesg | grep NVRM`: the driver initialised no GPU (a GPU this driver does not support, "
+                  "BIOS settings, or MIG mode without instances)",
+    "nvml-failed": "see `dmesg | grep NVRM` and reinstall the NVIDIA driver",
+}
+
+
+def _driver_findings(facts: HostFacts) -> list[HostCheck]:
     driver = facts.driver
     if not facts.has_driver:
         why = "; ".join(driver.notes) or "neither NVML nor nvidia-smi answered"
-        return [Finding(MISSING, "NVIDIA driver", f"no NVIDIA driver answered ({why})",
-                        "CPU targets run here; for CUDA targets install the NVIDIA driver or use a GPU host")]
+        fix = SMI_FAILURE_FIX.get(driver.smi_failure or "",
+                                  "CPU targets run here; for CUDA targets install the NVIDIA driver or use a GPU host")
+        return [HostCheck(MISSING, "NVIDIA driver", f"no NVIDIA driver answered ({why})", fix)]
     if driver.cuda is None:
-        findings = [Finding(INFO, "NVIDIA driver", f"driver {driver.driver_version} does not report its CUDA "
+        findings = [HostCheck(INFO, "NVIDIA driver", f"driver {driver.driver_version} does not report its CUDA "
                                                    "version; verdicts use the driver version alone")]
     else:
-        findings = [Finding(OK, "NVIDIA driver", f"driver {driver.driver_version}, CUDA {driver.cuda_text}")]
+        findings = [HostCheck(OK, "NVIDIA driver", f"driver {driver.driver_version}, CUDA {driver.cuda_text}")]
+    if driver.smi_version and driver.driver_version and driver.smi_version != driver.driver_version:
+        findings.append(HostCheck(INFO, "NVIDIA driver", f"nvidia-smi {driver.smi_version} reports driver "
+                                                         f"{driver.driver_version} (WSL2: the Windows driver counts)"))
     if not facts.gpus:
-        findings.append(Finding(MISSING, "GPUs", "the driver answers but lists no GPU",
+        findings.append(HostCheck(MISSING, "GPUs", "the driver answers but lists no GPU",
                                 "check `nvidia-smi` (in a container: start it with `--gpus all`)"))
     unknown = [gpu for gpu in facts.gpus if gpu.capability is None]
     if unknown:
-        findings.append(Finding(INFO, "GPUs", f"GPU {_indices(unknown)}: compute capability unknown (NVML did not "
-                                              "answer; nvidia-smi's table does not show it): arch lists not checked"))
+        findings.append(HostCheck(INFO, "GPUs", f"GPU {_indices(unknown)}: compute capability unknown (NVML did not "
+                                              "answer; nvidia-smi's table does not show it and drivers before 510 "
+                                              "cannot be asked): arch lists not checked"))
     return findings
 
 
-def _toolkit_findings(facts: HostFacts) -> list[Finding]:
+def _toolkit_findings(facts: HostFacts) -> list[HostCheck]:
     if facts.has_container_toolkit:
-        return [Finding(OK, "NVIDIA container toolkit", "present")]
+        return [HostCheck(OK, "NVIDIA container toolkit", "present")]
     if facts.gpus and facts.engine.reachable:
         message = ("no NVIDIA container toolkit (no `nvidia` engine runtime, none of nvidia-ctk / "
                    "nvidia-container-cli on PATH): `docker run --gpus` fails with 'could not select device driver'")
     else:
         message = "no NVIDIA container toolkit (GPU containers need it; CPU containers do not)"
-    return [Finding(MISSING, "NVIDIA container toolkit", message, TOOLKIT_FIX)]
+    return [HostCheck(MISSING, "NVIDIA container toolkit", message, TOOLKIT_FIX)]
 
 
-def _visibility_findings(facts: HostFacts) -> list[Finding]:
+def _visibility_findings(facts: HostFacts) -> list[HostCheck]:
     visible = facts.cuda_visible_devices
     if visible is None:
         return []
     entries = [entry.strip() for entry in visible.split(",")]
     if not entries[0] or not _device_entry(entries[0]):
-        return [Finding(WARNING, "CUDA_VISIBLE_DEVICES", f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from CUDA",
+        return [HostCheck(WARNING, "CUDA_VISIBLE_DEVICES",
+                          f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from CUDA",
                         "unset CUDA_VISIBLE_DEVICES, or list GPUs by index or UUID (e.g. 0,1)")]
     findings = []
     indices = [int(entry) for entry in entries if entry.isdigit()]
     if facts.gpus and any(index >= len(facts.gpus) for index in indices):
-        findings.append(Finding(
+        findings.append(HostCheck(
             WARNING, "CUDA_VISIBLE_DEVICES",
             f"CUDA_VISIBLE_DEVICES={visible} names a GPU past the {len(facts.gpus)} this host has; "
             "CUDA ignores it and every entry after it",
             f"list indices below {len(facts.gpus)}, or GPU UUIDs"))
     if indices and len(facts.gpus) > 1 and facts.cuda_device_order != "PCI_BUS_ID":
-        findings.append(Finding(
+        findings.append(HostCheck(
             WARNING, "CUDA_DEVICE_ORDER",
             "CUDA_VISIBLE_DEVICES uses indices while CUDA numbers GPUs fastest first, nvidia-smi and NVML by PCI "
             "bus: the index you pick may not be the GPU nvidia-smi shows under it",
@@ -352,14 +403,14 @@ def judge_targets(facts: HostFacts, targets: list[Target], compat: CompatData) -
 
 
 def _judge(facts: HostFacts, target: Target, targets: list[Target],
-           drivers: dict[str, tuple[str, Finding]], compat: CompatData) -> TargetVerdict:
-    def verdict(word: str, *findings: Finding) -> TargetVerdict:
+           drivers: dict[str, tuple[str, HostCheck]], compat: CompatData) -> TargetVerdict:
+    def verdict(word: str, *findings: HostCheck) -> TargetVerdict:
         return TargetVerdict(target.key, target.torch, target.cuda, target.route.value, word, tuple(findings))
 
     if target.cuda is None:
-        return verdict(RUNS, Finding(OK, "build", "CPU build: needs no GPU or driver"))
+        return verdict(RUNS, HostCheck(OK, "build", "CPU build: needs no GPU or driver"))
     if not facts.has_driver:
-        return verdict(NO_GPU, Finding(
+        return verdict(NO_GPU, HostCheck(
             MISSING, "driver", f"no NVIDIA driver here: the CUDA {target.cuda} build runs on the CPU only",
             f"run it on a GPU host with driver >= {target.min_driver} (>= {_full_driver(target)} "
             "without minor-version compatibility)"))
@@ -367,9 +418,17 @@ def _judge(facts: HostFacts, target: Target, targets: list[Target],
     if driver_word == NEEDS_NEWER_DRIVER:
         alternatives = _runnable_alternatives(target, drivers)
         if alternatives:
-            driver_finding = Finding(driver_finding.level, driver_finding.subject, driver_finding.message,
+            driver_finding = HostCheck(driver_finding.level, driver_finding.subject, driver_finding.message,
                                      f"{driver_finding.fix}, or use target {alternatives}")
-    arch_findings = _arch_findings(facts.gpus, target, targets, drivers, driver_word, compat)
+    arch_findings = _arch_findings(facts.gpus, target, targets, drivers, driver_word, compat, facts.driver)
+    arch_missing = any(f.level == FAIL for f in arch_findings)
+    if driver_word == NEEDS_NEWER_DRIVER and arch_missing:
+        # A newer driver cannot add kernels the build lacks (a Pascal/Volta GPU and a CUDA 13 build):
+        # telling the user to update would send them the wrong way.
+        driver_finding = HostCheck(INFO, driver_finding.subject,
+                                   f"{driver_finding.message}; a newer driver would not help, the build has no "
+                                   "kernels for this GPU")
+        return verdict(ARCH_NOT_IN_BUILD, driver_finding, *arch_findings)
     findings = (driver_finding, *arch_findings)
     if driver_word == NEEDS_NEWER_DRIVER:
         return verdict(NEEDS_NEWER_DRIVER, *findings)
@@ -382,7 +441,7 @@ def _full_driver(target: Target) -> str:
     return target.toolkit.full_compat_driver if target.toolkit else "?"
 
 
-def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, Finding]:
+def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, HostCheck]:
     """Can this driver run the CUDA runtime of `target`? (compat.yaml: min_driver, full_compat_driver)
 
     The driver runs a runtime fully when it reports that CUDA version or newer, or is at least the
@@ -395,13 +454,13 @@ def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, Finding
     version = driver.driver_version
     says = f"driver {version or '(version unknown)'}" + (f" (CUDA {driver.cuda_text})" if driver.cuda else "")
     if (driver.cuda is not None and driver.cuda >= wanted) or (version and _at_least(version, full)):
-        return RUNS, Finding(OK, "driver", f"{says} runs CUDA {cuda} builds")
+        return RUNS, HostCheck(OK, "driver", f"{says} runs CUDA {cuda} builds")
     if version and minimum:
         minor_ok = _at_least(version, minimum)
     else:
         minor_ok = driver.cuda is not None and driver.cuda[0] == wanted[0]
     if minor_ok:
-        return MINOR_COMPAT, Finding(
+        return MINOR_COMPAT, HostCheck(
             WARNING, "driver",
             f"{says} runs CUDA {cuda} builds only under minor-version compatibility (no PTX JIT, newer CUDA "
             "APIs may fail)",
@@ -410,7 +469,7 @@ def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, Finding
         cause = f"the driver supports CUDA {driver.cuda_text}, so CUDA {cuda} builds cannot run"
     else:
         cause = f"driver {version} is older than every CUDA {wanted[0]}.x driver, so CUDA {cuda} builds cannot run"
-    return NEEDS_NEWER_DRIVER, Finding(FAIL, "driver", f"{cause} (they need driver >= {minimum})",
+    return NEEDS_NEWER_DRIVER, HostCheck(FAIL, "driver", f"{cause} (they need driver >= {minimum})",
                                        f"update the NVIDIA driver to >= {minimum} (>= {full} for full compatibility)")
 
 
@@ -418,7 +477,7 @@ def _at_least(version: str, wanted: str) -> bool:
     return version_tuple(version) >= version_tuple(wanted)
 
 
-def _runnable_alternatives(target: Target, drivers: dict[str, tuple[str, Finding]]) -> str:
+def _runnable_alternatives(target: Target, drivers: dict[str, tuple[str, HostCheck]]) -> str:
     """The spec's other CUDA targets this driver runs: the newest that runs fully, the newest under minor-version."""
     choices = []
     for wanted, how in ((RUNS, ""), (MINOR_COMPAT, " under minor-version compatibility")):
@@ -429,33 +488,44 @@ def _runnable_alternatives(target: Target, drivers: dict[str, tuple[str, Finding
 
 
 def _arch_findings(gpus: tuple[GpuInfo, ...], target: Target, targets: list[Target],
-                   drivers: dict[str, tuple[str, Finding]], driver_word: str, compat: CompatData) -> list[Finding]:
+                   drivers: dict[str, tuple[str, HostCheck]], driver_word: str, compat: CompatData,
+                   driver: DriverReading | None = None) -> list[HostCheck]:
     if not any(gpu.capability for gpu in gpus):
         return []  # no GPU, or none whose capability is known (a host finding says so)
     if not target.archs:
-        return [Finding(INFO, "archs", f"no arch list for this build in envbuild's data (route {target.route.value}): "
+        return [HostCheck(INFO, "archs",
+                          f"no arch list for this build in envbuild's data (route {target.route.value}): "
                                        "the image's smoke check env.arch_list checks it")]
     findings = []
     for (name, capability), group in _same_gpus(gpus).items():
         coverage = arch_coverage(target.archs, capability)
         which = f"GPU {_indices(group)} ({name}, {group[0].sm})"
         if not coverage.covered:
-            findings.append(Finding(
+            findings.append(HostCheck(
                 FAIL, "archs",
                 f"{which} is not in torch {target.torch}'s CUDA {target.cuda} build ({' '.join(target.archs)}): "
                 "'no kernel image is available for execution on the device'",
-                _arch_fix(capability, group[0].sm or "", target, targets, drivers, compat)))
+                _arch_fix(capability, group[0].sm or "", target, targets, drivers, compat, driver)))
         elif coverage.how == "ptx-jit" and driver_word == MINOR_COMPAT:
-            findings.append(Finding(
+            findings.append(HostCheck(
                 FAIL, "archs",
                 f"{which} has only {coverage.entry} PTX in this build, and PTX JIT does not work under "
                 "minor-version compatibility",
                 f"update the NVIDIA driver to >= {_full_driver(target)}"))
         elif coverage.how == "ptx-jit":
-            findings.append(Finding(INFO, "archs", f"{which}: {coverage.message}"))
+            findings.append(HostCheck(INFO, "archs", f"{which}: {coverage.message}"))
         else:
-            findings.append(Finding(OK, "archs", f"{which}: {coverage.message}"))
+            findings.append(HostCheck(OK, "archs", f"{which}: {coverage.message}"))
     return findings
+
+
+def _driver_runs(driver: DriverReading | None, cuda: str, compat: CompatData) -> bool:
+    if driver is None or (driver.cuda is None and driver.driver_version is None):
+        return True  # nothing known about the driver: no reason to rule the build out
+    if driver.cuda is not None:
+        return version_tuple(cuda)[:2] <= driver.cuda
+    toolkit = compat.toolkit(cuda)
+    return toolkit is None or _at_least(driver.driver_version or "0", toolkit.full_compat_driver)
 
 
 def _same_gpus(gpus: tuple[GpuInfo, ...]) -> dict[tuple[str, tuple[int, int]], list[GpuInfo]]:
@@ -471,16 +541,18 @@ def _indices(gpus: list[GpuInfo]) -> str:
 
 
 def _arch_fix(capability: tuple[int, int], sm: str, target: Target, targets: list[Target],
-              drivers: dict[str, tuple[str, Finding]], compat: CompatData) -> str:
+              drivers: dict[str, tuple[str, HostCheck]], compat: CompatData,
+              driver: DriverReading | None = None) -> str:
     """Another target of the spec with kernels for this GPU, else the build in the data that has them."""
     covering = [t.key for t in targets if t.cuda and t.key != target.key and t.archs
                 and arch_coverage(t.archs, capability).covered
                 and drivers.get(t.key, (RUNS, None))[0] != NEEDS_NEWER_DRIVER]
     if covering:
         return f"use target {covering[0]} (its build has {sm} kernels)"
-    builds = [(release.line, cuda) for release in compat.releases()
+    # Only released torch (not a projection) and a CUDA this host's driver runs.
+    builds = [(release.line, cuda) for release in compat.releases() if release.confidence != "projected"
               for cuda in sorted(release.archs, key=version_tuple)
-              if arch_coverage(release.archs[cuda], capability).covered]
+              if arch_coverage(release.archs[cuda], capability).covered and _driver_runs(driver, cuda, compat)]
     if not builds:
         return f"no torch build in envbuild's data has {sm} kernels: build torch from source for it"
     same_line = [build for build in builds if build[0] == target.release.line]

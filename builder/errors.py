@@ -1,14 +1,20 @@
-"""User-facing errors. The CLI turns each into a one-line message and a non-zero exit."""
+"""User-facing errors of the library. They know nothing of the command line: builder/cli.py turns
+each into one `Error: ...` line and the exit code it carries, in one place."""
 
 from __future__ import annotations
 
-import click
 
-
-class EnvbuildError(click.ClickException):
+class EnvbuildError(Exception):
     """A failure the user can act on: printed as one line, exit code 1."""
 
     exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class UsageError(EnvbuildError):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from smoke.nvsmi import SmiGpu
+from smoke.driver import DriverReading, read_driver
+from smoke.nvml import nvml_session
+from smoke.nvsmi import SmiGpu, SmiProcess
 
 MIB = 1024 * 1024
 
@@ -45,34 +47,30 @@ def nvml_snapshot() -> list[dict[str, Any]] | None:
 
     A query a GPU does not support (utilisation on a MIG device, say) is kept as None.
     """
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # no nvidia-ml-py, NVMLError_LibraryNotFound without a driver, a broken driver
-        return None
-    try:
-        devices = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            memory = _answer(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
-            devices.append({
-                "index": index,
-                "name": pynvml.nvmlDeviceGetName(handle),
-                "uuid": _answer(lambda: pynvml.nvmlDeviceGetUUID(handle)),
-                "pci_bus_id": _answer(lambda: pynvml.nvmlDeviceGetPciInfo(handle).busId),
-                "cuda_compute_capability": _answer(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
-                "memory": None if memory is None else {"free": memory.free, "total": memory.total},
-                "utilization_gpu": _answer(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
-            })
-        return devices
-    except Exception:
-        return None
-    finally:
+    with nvml_session() as pynvml:
+        if pynvml is None:  # no nvidia-ml-py, NVMLError_LibraryNotFound without a driver, a broken driver
+            return None
         try:
-            pynvml.nvmlShutdown()
+            return [_device_snapshot(pynvml, index) for index in range(pynvml.nvmlDeviceGetCount())]
         except Exception:
-            pass  # shutting down a half-initialised NVML is not worth a failure
+            return None
+
+
+def _device_snapshot(pynvml: Any, index: int) -> dict[str, Any]:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    memory = _answer(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
+    return {
+        "index": index,
+        "name": pynvml.nvmlDeviceGetName(handle),
+        "uuid": _answer(lambda: pynvml.nvmlDeviceGetUUID(handle)),
+        "pci_bus_id": _answer(lambda: pynvml.nvmlDeviceGetPciInfo(handle).busId),
+        "cuda_compute_capability": _answer(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
+        "memory": None if memory is None else {"free": memory.free, "total": memory.total},
+        "utilization_gpu": _answer(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+        "processes": [{"pid": process.pid, "used_memory": process.usedGpuMemory,
+                       "name": _answer(lambda: pynvml.nvmlSystemGetProcessName(process.pid))}
+                      for process in _answer(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle)) or []],
+    }
 
 
 def _answer(query: Callable[[], Any]) -> Any:
@@ -108,14 +106,16 @@ def gpus_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[GpuInfo]:
 
 
 def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
-    """GPUs from nvidia-smi's table: no UUID and no compute capability there, memory in MiB."""
+    """GPUs from nvidia-smi (its query, else its table: no UUID nor compute capability there), memory in MiB."""
     gpus = []
     for row in rows:
         known = row.memory_total_mib is not None and row.memory_used_mib is not None
         gpus.append(GpuInfo(
             index=row.index,
             name=row.name,
+            uuid=row.uuid,
             bus_id=row.bus_id,
+            capability=row.compute_capability,
             memory_free=(row.memory_total_mib - row.memory_used_mib) * MIB if known else None,  # type: ignore[operator]
             memory_total=row.memory_total_mib * MIB if row.memory_total_mib is not None else None,
             utilization=row.utilization_percent,
@@ -126,6 +126,33 @@ def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
 def rank_by_free_memory(gpus: Iterable[GpuInfo]) -> list[GpuInfo]:
     """Most free memory first (the seeds' way to pick the idle cards); unknown memory last, ties by index."""
     return sorted(gpus, key=lambda g: (g.memory_free is None, -(g.memory_free or 0), g.index))
+
+
+def processes_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[SmiProcess]:
+    """Compute processes NVML lists per GPU (none inside most containers: another PID namespace)."""
+    processes = []
+    for device in snapshot:
+        for process in device.get("processes") or []:
+            memory = process.get("used_memory")
+            processes.append(SmiProcess(pid=int(process["pid"]), name=_text(process.get("name")) or "",
+                                        gpu=int(device["index"]), gpu_uuid=_text(device.get("uuid")),
+                                        memory_mib=None if memory is None else int(memory) // MIB, type="C"))
+    return processes
+
+
+class HostGpus(NamedTuple):
+    driver: DriverReading
+    gpus: list[GpuInfo]  # most free memory first
+    processes: list[SmiProcess]
+
+
+def read_host_gpus() -> HostGpus:
+    """This host's driver, GPUs and GPU processes: NVML, else nvidia-smi (its query, else its table)."""
+    driver = read_driver()
+    snapshot = nvml_snapshot()
+    if snapshot is not None:
+        return HostGpus(driver, rank_by_free_memory(gpus_from_nvml(snapshot)), processes_from_nvml(snapshot))
+    return HostGpus(driver, rank_by_free_memory(gpus_from_smi(driver.smi_gpus)), list(driver.smi_processes))
 
 
 def gpus_by_free_memory() -> list[GpuInfo]:

@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from builder.context import BuildContext
-from builder.errors import EnvbuildError
+from builder.engine import (  # noqa: F401  (re-exported: callers that predate builder.engine)
+    ENGINE_START_FIX,
+    EngineUnreachable,
+    docker_client,
+    engine_address,
+    engine_error,
+    unpullable_base,
+)
+from builder.errors import EnvbuildError, UsageError
 
 LOG_TAIL = 30
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -31,8 +39,20 @@ class BuildOptions:
     platform: str = "linux/amd64"
     network: str | None = None  # "host" reaches channels served on the host's loopback
     pull: bool = False
-    source: str = ""  # org.opencontainers.image.source
-    revision: str = ""
+    # Labels known only when building (builder/provenance.py: source, revision); empty ones are
+    # left out. Set by the engine after the last instruction, so they never invalidate a cached layer.
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def parse_build_args(items: Iterable[str]) -> dict[str, str]:
+    """`--build-arg KEY=VALUE` items as a dict, or a one-line UsageError."""
+    args = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--build-arg {item!r}: write KEY=VALUE")
+        args[key] = value
+    return args
 
 
 @dataclass
@@ -57,34 +77,6 @@ class ImageResult:
         }
 
 
-ENGINE_START_FIX = (
-    "start the Docker engine (`sudo systemctl start docker`, or `sudo dockerd &`) or point DOCKER_HOST at a running one"
-)
-
-
-class EngineUnreachable(EnvbuildError):
-    def __init__(self, address: str, reason: str) -> None:
-        self.address = address
-        self.reason = reason
-        super().__init__(f"no Docker engine answers at {address}: {ENGINE_START_FIX}")
-
-
-def engine_address() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-
-
-def docker_client(timeout: float = 600):
-    """The engine at DOCKER_HOST or the local socket, or one line saying how to start one."""
-    import docker
-
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-        return client
-    except Exception as exc:
-        raise EngineUnreachable(engine_address(), f"{type(exc).__name__}: {exc}") from None
-
-
 def created_timestamp() -> str:
     """From SOURCE_DATE_EPOCH when set (reproducible builds), else now."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
@@ -107,6 +99,11 @@ class BuildLog:
         self.containers: list[str] = []
         self.image_id: str | None = None
         self.error: str | None = None
+        self.step_number = 0
+        self.errors: list[str] = []  # what the failing program itself said went wrong
+
+    def cause(self) -> str | None:
+        return self.errors[-1] if self.errors else None
 
     def feed(self, chunk: dict) -> None:
         if "stream" in chunk:
@@ -117,6 +114,11 @@ class BuildLog:
                 step = STEP.match(line)
                 if step:
                     self.step = line
+                    self.step_number = int(step.group(1))
+                    self.errors.clear()
+                said = INSTALLER_ERROR.match(line.strip())
+                if said or "no space left on device" in line.lower():
+                    self.errors.append(" ".join((said.group(1) if said else line).split())[:300])
                 running = RUNNING_IN.match(line)
                 if running:
                     self.containers.append(running.group(1))
@@ -126,6 +128,44 @@ class BuildLog:
         if "error" in chunk:
             self.error = chunk.get("errorDetail", {}).get("message") or chunk["error"]
             self.tail.append(self.error.rstrip())
+
+
+# A failed step's own words, lifted out of the log, and what to do about them. Checked in order.
+BUILD_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"no space left on device", re.I),
+     "free disk space where the Docker engine keeps its data (`docker system df`), then build again"),
+    (re.compile(r"sha256|checksum|hash mismatch|does not match", re.I),
+     "the channel serves a different file than the lock names: fix the mirror, or relock with "
+     "`envbuild lock --force`"),
+    (re.compile(r"\b404\b|not found", re.I),
+     "the channel no longer has a locked file: relock with `envbuild lock --force`, or use a mirror that has it"),
+    (re.compile(r"timed out|timeout", re.I), "the channel was too slow: check it, or raise the installer timeout"),
+    (re.compile(r"cannot download|connection|resolve|unreachable", re.I),
+     "the build container cannot reach the channel: try --network host, or a --mirror it can reach"),
+)
+INSTALLER_ERROR = re.compile(r"^(?:envbuild-install: )?error: (.+)$")
+
+
+def build_failure(context: BuildContext, log: BuildLog) -> str:
+    """One line: the step, the failing program's own error (not only "returned a non-zero code"),
+    and a fix; the log's last lines follow only when nothing better was found."""
+    key = context.target.key
+    error = (log.error or "no image produced").strip()
+    images = [context.target.builder_image.reference, context.target.runtime_image.reference]
+    at_from = log.step_number <= 1 or " : FROM " in log.step
+    base = unpullable_base(error, images) if at_from else None
+    if base:
+        return f"{key}: {base}"
+    cause = log.cause()
+    step = log.step if len(log.step) <= 90 else log.step[:87] + "..."
+    step = step or "the start"
+    if cause:
+        fix = next((fix for pattern, fix in BUILD_CAUSES if pattern.search(cause)),
+                   "fix the cause above and build again")
+        return f"{key}: build failed at {step}: {cause}; {fix}"
+    tail = "\n".join(f"  | {line}" for line in log.tail)
+    return (f"{key}: build failed at {step}: {' '.join(error.split())}; see the log lines below\n"
+            f"last {len(log.tail)} log lines:\n{tail}")
 
 
 def _remove_containers(client, ids: Iterable[str]) -> None:
@@ -148,33 +188,28 @@ def build_image(
     build_args = {
         "ENVBUILD_LOCK_HASH": context.lock_hash,
         "ENVBUILD_CREATED": created_timestamp(),
-        "ENVBUILD_SOURCE": options.source,
-        "ENVBUILD_REVISION": options.revision,
         **options.build_args,
     }
+    what = f"{context.target.key}: the build"
     try:
         stream = client.api.build(
             path=str(context.root), rm=True, forcerm=True, decode=True, nocache=options.no_cache,
             buildargs=build_args, network_mode=options.network, platform=options.platform,
-            pull=options.pull,
+            pull=options.pull, labels={key: value for key, value in options.labels.items() if value} or None,
         )
         for chunk in stream:
             log.feed(chunk)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, and SIGTERM through proc.signals_as_interrupt
         _remove_containers(client, log.containers)
         raise EnvbuildError(f"{context.target.key}: build interrupted; nothing was tagged") from None
     except EnvbuildError:
         raise
     except Exception as exc:
         _remove_containers(client, log.containers)
-        raise EnvbuildError(f"{context.target.key}: the engine refused the build: {exc}") from None
+        raise engine_error(exc, what) from None
     if log.error or not log.image_id:
         _remove_containers(client, log.containers)
-        tail = "\n".join(f"  | {line}" for line in log.tail)
-        raise EnvbuildError(
-            f"{context.target.key}: build failed at {log.step or 'the start'}: "
-            f"{(log.error or 'no image produced').strip()}\nlast {len(log.tail)} log lines:\n{tail}"
-        )
+        raise EnvbuildError(build_failure(context, log))
     tags = image_tags(context)
     replaced = {_image_id(client, tag) for tag in tags} - {None, log.image_id}
     for tag in tags:
@@ -244,17 +279,32 @@ def remote_reference(registry: str, tag: str) -> tuple[str, str]:
 
 def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] = lambda line: None,
                client=None) -> list[str]:
+    """Push every tag; on a failure the registry-named tags made for it are dropped again, so a
+    failed push leaves only the image's own tags."""
     client = client or docker_client()
-    pushed = []
-    for tag in result.tags:
-        remote, name = remote_reference(registry, tag)
-        client.api.tag(result.image_id, remote, name)
-        for chunk in client.api.push(remote, tag=name, stream=True, decode=True):
-            if "error" in chunk:
-                raise EnvbuildError(f"push of {remote}:{name} failed: {chunk['error']}")
-            if chunk.get("status") and chunk.get("id") is None:
-                echo(chunk["status"])
-        pushed.append(f"{remote}:{name}")
+    pushed: list[str] = []
+    made: list[str] = []
+    try:
+        for tag in result.tags:
+            remote, name = remote_reference(registry, tag)
+            client.api.tag(result.image_id, remote, name)
+            made.append(f"{remote}:{name}")
+            for chunk in client.api.push(remote, tag=name, stream=True, decode=True):
+                if "error" in chunk:
+                    raise EnvbuildError(f"push of {remote}:{name} failed: {' '.join(str(chunk['error']).split())}; "
+                                        "check that the registry is reachable and you are logged in (`docker login`)")
+                if chunk.get("status") and chunk.get("id") is None:
+                    echo(chunk["status"])
+            pushed.append(f"{remote}:{name}")
+    except BaseException as exc:
+        for reference in made:
+            try:
+                client.api.remove_image(reference, noprune=True)
+            except Exception:
+                continue  # the engine is gone: nothing more to undo from here
+        if isinstance(exc, Exception):
+            raise engine_error(exc, f"push to {registry}") from None
+        raise
     return pushed
 
 

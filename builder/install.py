@@ -11,8 +11,8 @@ This module runs in two places:
   own pydantic model;
 - inside an image's builder stage, where only a Python >= 3.10 and the py-rattler wheel exist:
   `python -m builder.install --plan plan.json --prefix /opt/env [--staging /out/opt/env]`.
-So at module level it imports only the standard library and rattler; YAML, pydantic, conda-lock and
-click (via builder.errors) are imported inside the host-only functions.
+So at module level it imports only the standard library and rattler (the image holds this one file, not
+the package); YAML, pydantic, conda-lock and builder.errors are imported inside the host-only functions.
 """
 
 from __future__ import annotations
@@ -636,7 +636,8 @@ def _plan_from_conda_lock(lock: Any, platform: str, path: Path) -> InstallPlan:
             continue
         if dep.manager == "conda":
             artifact = CondaArtifact(
-                name=dep.name, version=dep.version, url=dep.url, sha256=dep.hash.sha256 or None, md5=dep.hash.md5 or None
+                name=dep.name, version=dep.version, url=dep.url,
+                sha256=dep.hash.sha256 or None, md5=dep.hash.md5 or None,
             )
             _check_conda_artifact(artifact, f"{path}: {dep.name}")
             conda.append(artifact)
@@ -646,7 +647,7 @@ def _plan_from_conda_lock(lock: Any, platform: str, path: Path) -> InstallPlan:
 
 
 def _host_errors(action: Any) -> Any:
-    from builder.errors import EnvbuildError  # host-only: pulls in click
+    from builder.errors import EnvbuildError  # host-only: the image holds this file alone
 
     try:
         return action()
@@ -698,9 +699,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_hard(code: int) -> None:
     """Leave without interpreter teardown: py-rattler crashes at exit in some short runs."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    from builder.proc import exit_now  # shipped beside this module in the build context
+
+    exit_now(code)
 
 
 if __name__ == "__main__":

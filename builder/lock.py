@@ -13,38 +13,52 @@ Layout, next to the spec (`envs/pytorch.yaml`):
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import multiprocessing
 import os
+import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import filelock
 import yaml
 from pydantic import BaseModel
 
 from builder import __version__
+from builder.cuda_builds import mixed_cuda_builds
 from builder.errors import EnvbuildError
+from builder.lock_inputs import (
+    OWN_SOLVER,
+    LockInputs,
+    check_update_names,
+    lock_inputs,
+    mapping_file,
+    stale_reasons,
+)
 from builder.lockfile import CondaLock, lockfile_sha256, read_lock
-from builder.render import render_target
+from builder.proc import (
+    exit_now,
+    kill_group,
+    lead_own_group_dying_with_parent,
+    owned_name,
+    remove_stale_folders,
+    signals_as_interrupt,
+)
 from builder.spec import default_lock_folder
 from builder.target import Target
 
 LOCK_FILE = "conda-lock.yml"
 INFO_FILE = "envbuild-lock.json"
+GUARD_FILE = ".envbuild-lock.lock"
+SCRATCH_PREFIX = "envbuild-lock"
+STAGED_PREFIX = ".envbuild-staged"
 SOLVERS = ("micromamba", "mamba", "conda")
-OWN_SOLVER = "envbuild-micromamba"
-IMAGE_ONLY_SPEC_FIELDS = {"images", "ca_certificates", "user", "labels"}
 
 Status = Literal["locked", "unchanged", "fresh", "stale", "missing", "failed"]
 
@@ -67,33 +81,8 @@ class LockInfo(BaseModel):
     lockfile_sha256: str
     torch_builds: dict[str, str]
     package_counts: dict[str, int]
-
-
-@dataclass(frozen=True)
-class LockInputs:
-    target: Target
-    environment_yml: str
-    virtual_packages: dict[str, dict[str, str]]
-
-    @property
-    def input_hash(self) -> str:
-        material = {
-            "envbuild": __version__,
-            # What only the image build reads (bases, CA files, user, labels) stays out: a new
-            # base image changes the lock through its glibc (a virtual package), not its name.
-            "spec": self.target.spec.model_dump(mode="json", exclude=IMAGE_ONLY_SPEC_FIELDS),
-            "target": self.target.key,
-            "environment_yml": self.environment_yml,
-            "virtual_packages": self.virtual_packages,
-            "channels": list(self.target.channels),
-            "pip_index": self.target.pip_index,
-            "platforms": list(self.target.platforms),
-        }
-        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
-
-    def virtual_packages_yml(self) -> str:
-        subdirs = {p: {"packages": packages} for p, packages in self.virtual_packages.items()}
-        return yaml.safe_dump({"subdirs": subdirs}, sort_keys=True)
+    # The solve's inputs field by field (builder/lock_inputs.py): a stale lock says which changed.
+    inputs: dict[str, Any] = {}
 
 
 @dataclass
@@ -106,53 +95,16 @@ class LockResult:
     message: str = ""
     torch_builds: dict[str, str] = field(default_factory=dict)
     package_counts: dict[str, int] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)  # why a lock is stale (or was relocked)
+    hint: str = ""  # what to run and commit when a check finds the lock stale or missing
 
     def as_dict(self) -> dict:
         return {
             "target": self.target, "status": self.status, "path": str(self.path),
             "seconds": round(self.seconds, 2), "input_hash": self.input_hash,
-            "message": self.message, "torch_builds": self.torch_builds,
+            "message": self.message, "reasons": self.reasons, "hint": self.hint, "torch_builds": self.torch_builds,
             "package_counts": self.package_counts,
         }
-
-
-def updatable_packages(inputs: LockInputs) -> list[str]:
-    """The names `--update` accepts: the packages the rendered environment.yml asks for by name.
-
-    conda-lock moves only those (a dependency moves with the package that needs it) and fails with
-    a bare KeyError on a locked dependency's name."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from rattler import MatchSpec
-
-    names: set[str] = set()
-    for dependency in yaml.safe_load(inputs.environment_yml).get("dependencies") or []:
-        if isinstance(dependency, str):
-            name = MatchSpec(dependency, strict=False).name
-            if name is not None:
-                names.add(name.normalized)
-            continue
-        for requirement in (dependency or {}).get("pip") or []:
-            try:
-                names.add(Requirement(requirement).name.lower())
-            except InvalidRequirement:
-                continue
-    return sorted(names)
-
-
-def check_update_names(update: Sequence[str], inputs: LockInputs) -> None:
-    allowed = updatable_packages(inputs)
-    unknown = [name for name in update if name.lower() not in allowed]
-    if unknown:
-        raise EnvbuildError(
-            f"--update {unknown[0]}: target {inputs.target.key} does not ask for {unknown[0]} by name "
-            f"(a dependency moves with the package that needs it); it can update: {', '.join(allowed)}"
-        )
-
-
-def lock_inputs(target: Target, replaced_pip_index: bool = False) -> LockInputs:
-    rendered = render_target(target, sources_replaced_pip=replaced_pip_index)
-    virtual = {p: target.virtual_packages(p) for p in target.platforms}
-    return LockInputs(target, rendered.environment_yml, virtual)
 
 
 def default_lock_dir(target: Target, root: Path | None = None) -> Path:
@@ -168,12 +120,26 @@ def read_info(folder: Path) -> LockInfo | None:
         return None
 
 
-def lock_status(inputs: LockInputs, folder: Path) -> Status:
+def lock_status(inputs: LockInputs, folder: Path) -> tuple[Status, list[str]]:
     """fresh: the lock exists, was made from these inputs and is as envbuild wrote it; stale:
-    inputs changed or the lockfile was edited; missing."""
+    inputs changed or the lockfile was edited (with one reason per change); missing."""
     if not (folder / LOCK_FILE).is_file():
-        return "missing"
-    return "fresh" if fresh_info(inputs, folder) is not None else "stale"
+        return "missing", []
+    if fresh_info(inputs, folder) is not None:
+        return "fresh", []
+    return "stale", why_stale(inputs, folder)
+
+
+def why_stale(inputs: LockInputs, folder: Path) -> list[str]:
+    """The inputs that changed since the lock in `folder` was made, or that its file was edited."""
+    info = read_info(folder)
+    if info is None:
+        return [f"no readable {INFO_FILE} beside it (not written by envbuild lock)"]
+    reasons = stale_reasons(info.inputs, inputs.material) if info.input_hash != inputs.input_hash else []
+    lockfile = folder / LOCK_FILE
+    if lockfile.is_file() and lockfile_sha256(lockfile) != info.lockfile_sha256:
+        reasons.append(f"{LOCK_FILE} was edited since envbuild wrote it")
+    return reasons or ["its recorded input hash differs"]
 
 
 def fresh_info(inputs: LockInputs, folder: Path) -> LockInfo | None:
@@ -229,10 +195,14 @@ def summarize(lock: CondaLock) -> tuple[dict[str, str], dict[str, int]]:
 
 @contextmanager
 def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
-    """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work."""
-    folder.mkdir(parents=True, exist_ok=True)
-    guard = filelock.FileLock(str(folder / ".envbuild-lock.lock"))
+    """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work.
+
+    Folders it had to create are removed again when nothing was written into them (a first lock
+    that failed leaves no empty lock folder behind)."""
+    created = _missing_ancestors(folder)
     try:
+        folder.mkdir(parents=True, exist_ok=True)
+        guard = filelock.FileLock(str(folder / GUARD_FILE))
         guard.acquire(timeout=0)
     except filelock.Timeout:
         print(f"waiting for another envbuild lock on {folder} ...", file=sys.stderr)
@@ -240,14 +210,35 @@ def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
             guard.acquire(timeout=timeout)
         except filelock.Timeout:
             raise EnvbuildError(f"{folder}: another envbuild lock held it for {timeout:.0f} s; try again") from None
+    except OSError as exc:
+        _remove_empty(created)
+        raise EnvbuildError(f"{exc.filename or folder}: cannot write locks there ({exc.strerror or exc}); "
+                            "choose a writable folder with --locks, or fix its permissions") from None
     try:
         yield
     finally:
+        if created and all(entry.name == GUARD_FILE for entry in folder.iterdir()):
+            (folder / GUARD_FILE).unlink(missing_ok=True)
         guard.release()
+        _remove_empty(created)
 
 
-def _mapping_file() -> str:
-    return str(resources.files("builder").joinpath("data/pypi_to_conda.yaml"))
+def _missing_ancestors(folder: Path) -> list[Path]:
+    """`folder` and its parents that do not exist yet, deepest first."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for candidate in folders:
+        try:
+            candidate.rmdir()
+        except OSError:
+            return  # not empty (a lock was written) or already gone
 
 
 def conda_lock_args(work: Path, inputs: LockInputs, solver: Path, update: Sequence[str] = ()) -> list[str]:
@@ -257,7 +248,7 @@ def conda_lock_args(work: Path, inputs: LockInputs, solver: Path, update: Sequen
         "-f", str(work / "environment.yml"),
         "--virtual-package-spec", str(work / "target-virtual-packages.yml"),
         "--lockfile", str(work / LOCK_FILE),
-        "--pypi_to_conda_lookup_file", _mapping_file(),
+        "--pypi_to_conda_lookup_file", str(mapping_file()),
         "--log-level", "WARNING",
     ]
     for platform in inputs.target.platforms:
@@ -281,13 +272,21 @@ class _Job:
     solver: Path
     update: tuple[str, ...]
     work: Path
+    reasons: tuple[str, ...] = ()  # why this target is solved again
 
 
 def _run_conda_lock(job: _Job) -> int:
     """In the forked child: run conda-lock's CLI in-process with output sent to a log file."""
-    os.setpgrp()  # so a timeout can stop conda-lock and every solver process it started
+    # Its own group, so a timeout can stop conda-lock and every solver process it started; and the
+    # group dies with envbuild (kill -9 included) instead of solving on for minutes.
+    lead_own_group_dying_with_parent()
     work = job.work
     os.chdir(work)
+    # conda-lock and its solver calls make temporary folders; they go where envbuild removes them.
+    private_tmp = work / "tmp"
+    private_tmp.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(private_tmp)
+    tempfile.tempdir = str(private_tmp)
     log = os.open(work / "conda-lock.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -325,8 +324,7 @@ def _child_main(job: _Job) -> None:
     except BaseException as exc:
         print(f"envbuild: could not run conda-lock: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
-        sys.stderr.flush()
-        os._exit(code)
+        exit_now(code)
 
 
 def _explain_failure(log_text: str) -> str:
@@ -363,27 +361,51 @@ def _prepare(job: _Job, existing: Path) -> None:
         shutil.copyfile(existing, job.work / LOCK_FILE)
 
 
+def refuse_mixed_cuda(lock: CondaLock, target: Target) -> None:
+    """A lock whose torch, torchvision, ... are not all built for the target's CUDA is refused
+    before anything is written: a valid solve, but not an environment that loads one CUDA runtime."""
+    expected = {p: target.cuda if target.uses_cuda_on(p) else None for p in lock.metadata.platforms}
+    problems = mixed_cuda_builds(lock, expected)
+    if problems:
+        raise EnvbuildError(f"{target.key}: not one CUDA build, so no lockfile was written: "
+                            + "; ".join(problems)
+                            + ". Pin those packages' builds in the spec (name=version=cudaXYZ*) or drop them")
+
+
 def _commit(job: _Job) -> LockResult:
     """Validate the new lockfile, then rename it and its info into place (old lock kept until then)."""
     produced = job.work / LOCK_FILE
-    builds, counts = summarize(read_lock(produced))
+    lock = read_lock(produced)
     target = job.inputs.target
+    refuse_mixed_cuda(lock, target)
+    builds, counts = summarize(lock)
     info = LockInfo(
         envbuild_version=__version__, input_hash=job.inputs.input_hash, env=target.name,
         target=target.key, torch=target.torch, cuda=target.cuda, platforms=list(target.platforms),
         channels=list(target.channels), pip_repositories=[target.pip_index] if target.pip_index else [],
         virtual_packages=job.inputs.virtual_packages, solver=job.solver.name,
         lockfile_sha256=lockfile_sha256(produced), torch_builds=builds, package_counts=counts,
+        inputs=job.inputs.material,
     )
     job.folder.mkdir(parents=True, exist_ok=True)
-    staged_lock = job.folder / f".{LOCK_FILE}.{os.getpid()}.tmp"
-    staged_info = job.folder / f".{INFO_FILE}.{os.getpid()}.tmp"
-    shutil.copyfile(produced, staged_lock)
-    staged_info.write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(staged_lock, job.folder / LOCK_FILE)
-    os.replace(staged_info, job.folder / INFO_FILE)
+    remove_stale_folders(job.folder, STAGED_PREFIX)
+    staged_lock = job.folder / f"{owned_name(STAGED_PREFIX)}{LOCK_FILE}"
+    staged_info = job.folder / f"{owned_name(STAGED_PREFIX)}{INFO_FILE}"
+    try:
+        shutil.copyfile(produced, staged_lock)
+        staged_info.write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        # Two renames, each atomic: a kill between them leaves the new lockfile beside the old info,
+        # whose lockfile_sha256 no longer matches, so the lock reads as stale (never half-written).
+        os.replace(staged_lock, job.folder / LOCK_FILE)
+        os.replace(staged_info, job.folder / INFO_FILE)
+    except OSError as exc:
+        raise EnvbuildError(f"{job.folder}: cannot write the lock ({exc.strerror or exc}); the previous lock "
+                            "is unchanged; free disk space or fix the folder's permissions") from None
+    finally:
+        staged_lock.unlink(missing_ok=True)
+        staged_info.unlink(missing_ok=True)
     return LockResult(target.key, "locked", job.folder / LOCK_FILE, input_hash=info.input_hash,
-                      torch_builds=builds, package_counts=counts)
+                      torch_builds=builds, package_counts=counts, reasons=list(job.reasons))
 
 
 def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResult]:
@@ -395,7 +417,7 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
     running: dict[int, tuple[_Job, multiprocessing.process.BaseProcess, float]] = {}
     results: dict[str, LockResult] = {}
     try:
-        with _terminate_as_exit():
+        with signals_as_interrupt():
             while pending or running:
                 while pending and len(running) < parallel:
                     job = pending.pop(0)
@@ -424,33 +446,6 @@ def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResul
             kill_group(pid)
             process.join()
     return [results[job.inputs.target.key] for job in jobs]
-
-
-@contextmanager
-def _terminate_as_exit() -> Iterator[None]:
-    """SIGTERM leaves through SystemExit, so cleanup runs (only in the main thread, where it can)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def leave(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, leave)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL a child's whole process group (it started its own session), e.g. a solver it ran."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _finish(job: _Job, exitcode: int, elapsed: float) -> LockResult:
@@ -487,12 +482,14 @@ def lock_targets(
     with env_file_lock(env_folder, timeout=timeout * max(1, len(targets))):
         results: dict[str, LockResult] = {}
         jobs: list[_Job] = []
-        all_inputs = [lock_inputs(target, replaced_pip_index) for target in targets]
+        solver_path = find_solver(solver)
+        all_inputs = [lock_inputs(target, replaced_pip_index, solver_path.name) for target in targets]
         for inputs in all_inputs if update else ():
             check_update_names(update, inputs)
-        scratch = Path(tempfile.mkdtemp(prefix="envbuild-lock-"))
+        # Named after this process: what a run killed with SIGKILL left, the next run removes.
+        remove_stale_folders(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
+        scratch = Path(tempfile.mkdtemp(prefix=owned_name(SCRATCH_PREFIX)))
         try:
-            solver_path = None
             for target, inputs in zip(targets, all_inputs):
                 folder = default_lock_dir(target, lock_root)
                 try:
@@ -506,8 +503,8 @@ def lock_targets(
                                                      torch_builds=info.torch_builds,
                                                      package_counts=info.package_counts)
                     continue
-                solver_path = solver_path or find_solver(solver)
-                job = _Job(inputs, folder, solver_path, tuple(update), scratch / target.key)
+                reasons = _relock_reasons(inputs, folder, force, update)
+                job = _Job(inputs, folder, solver_path, tuple(update), scratch / target.key, tuple(reasons))
                 _prepare(job, folder / LOCK_FILE)
                 jobs.append(job)
             # A target's process waits on its solver calls much of the time: twice the cores keeps
@@ -520,17 +517,45 @@ def lock_targets(
     return [results[t.key] for t in targets]
 
 
+def _shown_path(path: Path) -> str:
+    """A path as the user typed it from here: relative to this folder when it is inside it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def relock_hint(target: Target, lock_root: Path | None, folder: Path) -> str:
+    """What to run and commit so a CI lock check passes (CI solves nothing: the lock is committed)."""
+    spec = _shown_path(target.spec.source) if target.spec.source else "SPEC"
+    locks = f" --locks {shlex.quote(_shown_path(lock_root))}" if lock_root else ""
+    return f"run `envbuild lock {shlex.quote(spec)}{locks}` and commit {_shown_path(folder)}/"
+
+
+def _relock_reasons(inputs: LockInputs, folder: Path, force: bool, update: Sequence[str]) -> list[str]:
+    if update:
+        return [f"--update {' '.join(update)}"]
+    if force:
+        return ["--force"]
+    if not (folder / LOCK_FILE).is_file():
+        return ["no lock yet"]
+    return why_stale(inputs, folder)
+
+
 def check_targets(targets: Sequence[Target], *, lock_root: Path | None = None,
-                  replaced_pip_index: bool = False) -> list[LockResult]:
-    """For CI: which locks are fresh, stale or missing, without solving anything."""
+                  replaced_pip_index: bool = False, solver: str | None = None) -> list[LockResult]:
+    """For CI: which locks are fresh, stale (and why) or missing, without solving anything."""
     results = []
+    solver_name = find_solver(solver).name
     for target in targets:
-        inputs = lock_inputs(target, replaced_pip_index)
+        inputs = lock_inputs(target, replaced_pip_index, solver_name)
         folder = default_lock_dir(target, lock_root)
         try:
-            status, message = lock_status(inputs, folder), ""
+            status, reasons = lock_status(inputs, folder)
         except EnvbuildError as exc:  # a corrupted lockfile: stale, with the reason
-            status, message = "stale", exc.message
+            status, reasons = "stale", [exc.message]
+        message = {"stale": f"stale: {'; '.join(reasons)}", "missing": "no committed lock"}.get(status, "")
+        hint = relock_hint(target, lock_root, folder) if status in ("stale", "missing") else ""
         results.append(LockResult(target.key, status, folder / LOCK_FILE, input_hash=inputs.input_hash,
-                                  message=message))
+                                  message=message, reasons=reasons, hint=hint))
     return results

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +37,7 @@ class MatrixRow:
     notes: list[str] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # measured, also for a failed stage
 
     @property
     def ok(self) -> bool:
@@ -53,9 +54,11 @@ class MatrixRow:
     def as_dict(self) -> dict:
         return {
             "target": self.target, "torch": self.torch, "cuda": self.cuda, "lock": self.lock,
-            "stage": self.stage, "ok": self.ok, "result": self.result, "image": self.image, "image_size": self.image_size,
+            "stage": self.stage, "ok": self.ok, "result": self.result,
+            "image": self.image, "image_size": self.image_size,
             "summary": self.summary, "checks": self.checks, "notes": self.notes, "error": self.error,
             "seconds": round(self.seconds, 1),
+            "stage_seconds": {stage: round(seconds, 3) for stage, seconds in self.stage_seconds.items()},
         }
 
     def junit_cases(self) -> Iterator[dict]:
@@ -70,7 +73,8 @@ class MatrixRow:
                 status, reason = "skipped", f"not reached: the {self.stage} stage failed"
             if stage == "smoke" and status == "passed":
                 continue
-            yield {"name": f"{self.target}.{stage}", "classname": self.target, "status": status, "reason": reason}
+            yield {"name": f"{self.target}.{stage}", "classname": self.target, "status": status, "reason": reason,
+                   "seconds": self.stage_seconds.get(stage, 0.0)}
         for check in self.checks:
             yield {**check, "name": f"{self.target}.{check['name']}", "classname": self.target}
 
@@ -89,7 +93,8 @@ def run_matrix(
     progress: Progress = lambda title: nullcontext(lambda line: None),
 ) -> list[MatrixRow]:
     statuses = {r.target: r.status for r in check_targets(targets, lock_root=lock_root,
-                                                          replaced_pip_index=replaced_pip_index)}
+                                                          replaced_pip_index=replaced_pip_index,
+                                                          solver=solver)}
     rows = []
     for target in targets:
         row = MatrixRow(target.key, target.torch, target.cuda or "cpu", lock=statuses[target.key])
@@ -105,16 +110,27 @@ def run_matrix(
     return rows
 
 
+@contextmanager
+def _timed(row: MatrixRow, stage: str) -> Iterator[None]:
+    """Record how long a stage ran, also when it fails (JUnit shows each stage's time)."""
+    row.stage = stage
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        row.stage_seconds[stage] = time.monotonic() - started
+
+
 def _run_one(row: MatrixRow, target: Target, *, lock_root, options, frozen, solver, replaced_pip_index,
              container, require_gpus, timeout, progress) -> None:
-    lock_path = ensure_lock(target, lock_root, relock=not frozen, solver=solver,
-                            replaced_pip_index=replaced_pip_index)
-    row.stage = "image"
-    with progress(target.tag) as echo:
+    with _timed(row, "lock"):
+        lock_path = ensure_lock(target, lock_root, relock=not frozen, solver=solver,
+                                replaced_pip_index=replaced_pip_index)
+    with _timed(row, "image"), progress(target.tag) as echo:
         image = build_target_image(target, lock_path=lock_path, options=options, echo=echo)
     row.image, row.image_size = image.tags[0], image.size
-    row.stage = "smoke"
-    report = run_in_image(row.image, container=container, require_gpus=require_gpus, expect_torch=target.torch,
-                          expect_cuda=row.cuda, timeout=timeout)
+    with _timed(row, "smoke"):
+        report = run_in_image(row.image, container=container, require_gpus=require_gpus, expect_torch=target.torch,
+                              expect_cuda=row.cuda, timeout=timeout)
     row.summary, row.checks, row.notes = report.summary, report.checks, report.notes
     row.stage = "done"

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,9 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder import __version__
+from builder import __version__, proc
 from builder.compat import version_tuple
-from builder.lockfile import lockfile_sha256
 from builder.doctor import (
     MINOR_COMPAT,
     NEEDS_FIX,
@@ -41,8 +39,9 @@ from builder.doctor import (
 )
 from builder.errors import EnvbuildError, UsageError
 from builder.image import BuildOptions
-from builder.lock import conda_tool_on_path, kill_group
-from builder.smoke_runner import SmokeReport, run_local
+from builder.lock import conda_tool_on_path
+from builder.lockfile import lockfile_sha256
+from builder.smoke_runner import SmokeRun, run_local
 from builder.target import Target
 
 ENVS_DIR_ENV = "ENVBUILD_ENVS_DIR"
@@ -211,10 +210,11 @@ def install_environment(lock_path: Path, platform: str, prefix: Path, tool: Path
 def _install(lock_path: Path, platform: str, prefix: Path, tool: Path | None, marker: EnvMarker,
              timeout: float) -> None:
     prefix.parent.mkdir(parents=True, exist_ok=True)
+    recover_interrupted(prefix)
     if tool is None:
         # rattler writes the final prefix into the files while it fills a sibling folder, so the
         # new env can be renamed into place whole.
-        staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.envbuild-new-", dir=prefix.parent))
+        staging = Path(tempfile.mkdtemp(prefix=proc.owned_name(_aside_prefix(prefix, "new")), dir=prefix.parent))
         try:
             _run_own_installer(lock_path, platform, prefix, staging, timeout)
             marker.write(staging)
@@ -233,11 +233,36 @@ def _install(lock_path: Path, platform: str, prefix: Path, tool: Path | None, ma
             os.rename(backup, prefix)
         raise
     if backup is not None:
-        shutil.rmtree(backup, ignore_errors=True)
+        _retire(backup, prefix)
+
+
+def _aside_prefix(prefix: Path, what: str) -> str:
+    return f".{prefix.name}.envbuild-{what}"
 
 
 def _aside_name(prefix: Path, what: str) -> Path:
-    return prefix.parent / f".{prefix.name}.envbuild-{what}-{os.getpid()}"
+    return prefix.parent / (proc.owned_name(_aside_prefix(prefix, what)) + "env")
+
+
+def recover_interrupted(prefix: Path) -> None:
+    """What an onboard killed mid-install left beside the prefix (it could not clean up after kill -9):
+    a half-filled staging env is removed; an old env moved aside is put back when no env took its place."""
+    proc.remove_stale_folders(prefix.parent, _aside_prefix(prefix, "new"))
+    proc.remove_stale_folders(prefix.parent, _aside_prefix(prefix, "done"))
+    for backup in proc.stale_folders(prefix.parent, _aside_prefix(prefix, "old")):
+        # The install did not get as far as retiring the old env: whatever is at the prefix may be
+        # half-written, so the old env goes back (the user is left with the old one or the new one).
+        if prefix.exists():
+            shutil.rmtree(prefix)
+        os.rename(backup, prefix)
+
+
+def _retire(backup: Path, prefix: Path) -> None:
+    """The old env, once the new one is complete: renamed first, so a kill while removing it cannot
+    make a later run mistake a half-removed old env for one to put back."""
+    done = _aside_name(prefix, "done")
+    os.rename(backup, done)
+    shutil.rmtree(done, ignore_errors=True)
 
 
 def _move_aside(prefix: Path) -> Path | None:
@@ -257,7 +282,7 @@ def _swap_in(staging: Path, prefix: Path) -> None:
             os.rename(backup, prefix)
         raise
     if backup is not None:
-        shutil.rmtree(backup, ignore_errors=True)
+        _retire(backup, prefix)
 
 
 def _run_own_installer(lock_path: Path, platform: str, prefix: Path, staging: Path, timeout: float) -> None:
@@ -285,23 +310,14 @@ def _run_tool(tool: Path, lock_path: Path, prefix: Path, timeout: float) -> None
 
 
 def _run(command: list[str], timeout: float, what: str) -> None:
-    # Its own session, so a timeout or Ctrl-C stops what it started too (micromamba, pip): nothing
-    # may go on writing into the prefix while the old environment is put back.
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    # Its own session, so a timeout, Ctrl-C or envbuild's death stops what it started too
+    # (micromamba, pip): nothing may go on writing into the prefix while the old env is put back.
     try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(process.pid)
-        process.communicate()
-        raise EnvbuildError(f"{what} ran past {timeout:.0f} s and was stopped; nothing was changed") from None
-    except BaseException:
-        kill_group(process.pid)
-        process.communicate()
-        raise
-    if process.returncode != 0:
-        lines = [line.strip() for line in (stderr or stdout).splitlines() if line.strip()]
-        tail = " | ".join(lines[-TAIL_LINES:]) or f"exit status {process.returncode}"
+        done = proc.run(command, timeout=timeout, what=what)
+    except proc.ProcessTimeout as exc:
+        raise EnvbuildError(f"{exc}; nothing was changed") from None
+    if done.returncode != 0:
+        tail = " | ".join(done.last_lines(TAIL_LINES)) or f"exit status {done.returncode}"
         raise EnvbuildError(f"{what} failed: {tail}")
 
 
@@ -394,7 +410,7 @@ class OnboardResult:
     lock: Path
     seconds: float = 0.0
     kernel: KernelResult | None = None
-    smoke: SmokeReport | None = None
+    smoke: SmokeRun | None = None
     next_steps: list[str] = field(default_factory=list)
 
     @property
@@ -426,7 +442,8 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
         echo(f"installing {target.key} into {prefix} with {installer_name(tool)} ...")
         install_environment(lock_path, platform, prefix, tool,
                             EnvMarker(target.name, target.key, target.torch, target.cuda, digest, installer_name(tool)))
-    installed_with = EnvMarker.read(prefix).installer if state == "unchanged" else installer_name(tool)
+    marker = EnvMarker.read(prefix) if state == "unchanged" else None
+    installed_with = marker.installer if marker else installer_name(tool)
     status = {"new": "created", "replace": "replaced"}.get(state, state)
     result = OnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, target.tag, prefix,
                            status, installed_with, lock_path)

@@ -11,17 +11,22 @@ from builder.context import make_context
 from builder.errors import EnvbuildError
 from builder.image import BuildOptions, ImageResult, build_image, push_image
 from builder.lock import LOCK_FILE, check_targets, default_lock_dir, lock_targets
+from builder.proc import owned_name, remove_stale_folders
 from builder.target import Target
+
+CONTEXT_PREFIX = "envbuild-context"
 
 
 def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: str | None = None,
                 replaced_pip_index: bool = False) -> Path:
     """The target's lockfile, fresh for its inputs; locked now when allowed, else a clear error."""
-    status = check_targets([target], lock_root=lock_root, replaced_pip_index=replaced_pip_index)[0].status
-    if status == "fresh":
+    checked = check_targets([target], lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)[0]
+    if checked.status == "fresh":
         return default_lock_dir(target, lock_root) / LOCK_FILE
     if not relock:
-        raise EnvbuildError(f"{target.key}: the lock is {status}; run `envbuild lock` first (or drop --frozen)")
+        why = f" ({'; '.join(checked.reasons)})" if checked.reasons else ""
+        raise EnvbuildError(f"{target.key}: the lock is {checked.status}{why}; run `envbuild lock` first "
+                            "(or drop --frozen)")
     result = lock_targets([target], lock_root=lock_root, solver=solver, replaced_pip_index=replaced_pip_index)[0]
     if result.status == "failed":
         raise EnvbuildError(f"{target.key}: lock failed: {result.message}")
@@ -44,7 +49,9 @@ def build_target_image(
     """The image of one target; from `lock_path` when the caller already ensured the lock."""
     if lock_path is None:
         lock_path = ensure_lock(target, lock_root, relock, solver, replaced_pip_index)
-    root = Path(tempfile.mkdtemp(prefix=f"envbuild-context-{target.key}-"))
+    # Named after this process: a run killed with SIGKILL cannot clean up, the next one does.
+    remove_stale_folders(Path(tempfile.gettempdir()), CONTEXT_PREFIX)
+    root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))
     try:
         context = make_context(target, lock_path, root / "context", options.platform)
         result = build_image(context, options, echo=echo, client=client)

@@ -8,16 +8,9 @@ the NVIDIA variables, the environment) before what changes often (the smoke suit
 
 from __future__ import annotations
 
-import json
-import os
-import shlex
 import shutil
-import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +20,7 @@ from builder import __version__
 from builder.smoke_data import write_smoke_data
 from builder.spec import Route
 from builder.target import Target
+from builder.templates import environment
 
 ENV_PREFIX = "/opt/env"
 # Every file of the environment layer gets this mtime (1980-01-01, the oldest a zip can hold), so
@@ -34,50 +28,10 @@ ENV_PREFIX = "/opt/env"
 LAYER_EPOCH = 315532800
 
 
-def templates_dir() -> Path:
-    """`docker/` in a source checkout; the copy packed into the wheel otherwise."""
-    checkout = Path(__file__).resolve().parent.parent / "docker"
-    if (checkout / "Dockerfile.j2").is_file():
-        return checkout
-    return Path(str(resources.files("builder").joinpath("_templates")))
-
-
 def smoke_dir() -> Path:
     import smoke
 
     return Path(smoke.__file__).resolve().parent
-
-
-def docker_str(value: Any) -> str:
-    """A Dockerfile double-quoted word: backslash, quote and `$` (variable expansion) escaped."""
-    text = str(value)
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
-        raise ValueError(f"control character in a Dockerfile value: {text!r}")
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
-    return f'"{escaped}"'
-
-
-def yaml_str(value: Any) -> str:
-    """A YAML scalar that reads back as exactly this value (JSON is a subset of YAML)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def shell_word(value: Any) -> str:
-    return shlex.quote(str(value))
-
-
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-    env.filters.update(docker_str=docker_str, yaml_str=yaml_str, shell=shell_word)
-    return env
 
 
 @dataclass(frozen=True)
@@ -115,9 +69,13 @@ class RenderedEnv:
         return {"environment.yml": self.environment_yml, "Dockerfile": self.dockerfile}
 
 
-def _torch_conda_lines(target: Target) -> list[CondaLine]:
-    """How torch gets its CUDA, per route, per platform (CUDA builds only where CUDA exists)."""
+def _torch_conda_lines(target: Target, companions: Sequence[str] = ()) -> list[CondaLine]:
+    """How torch gets its CUDA, per route, per platform (CUDA builds only where CUDA exists).
+
+    `companions`: the spec's conda lines of packages built per CUDA (torchaudio, ...), pinned to
+    the target's CUDA build next to torch's on every platform with CUDA."""
     from builder.compat import load_platforms
+    from builder.cuda_builds import pin_to_cuda_build
 
     platform_info = load_platforms()
     lines: list[CondaLine] = []
@@ -136,11 +94,16 @@ def _torch_conda_lines(target: Target) -> list[CondaLine]:
         def conda_forge(cuda: bool) -> list[str]:
             # The build string names its CUDA (cuda129_*): `cuda-version` alone also admits older
             # builds (a cuda126 build needs cuda-version >=12.6,<13), which may win the solve.
-            specs = [f"pytorch={target.torch}={target.conda_forge_build_prefix if cuda else 'cpu'}*"]
+            build = f"{target.conda_forge_build_prefix}*" if cuda else "cpu*"
+            specs = [f"pytorch={target.torch}={build}"]
             if cuda:
                 specs.append(f"cuda-version={target.cuda}")
+            # torchvision's CUDA builds all accept any cuda-version of their major: without its
+            # build pinned, a cuda126 torchvision can sit next to a cuda129 torch.
             if target.torchvision:
-                specs.append(f"torchvision={target.torchvision}")
+                specs.append(f"torchvision={target.torchvision}={build}")
+            specs += [pin_to_cuda_build(line, target.route, target.cuda) if cuda and target.cuda else line
+                      for line in companions]
             return specs
 
         per_platform(conda_forge)
@@ -156,10 +119,14 @@ def _torch_conda_lines(target: Target) -> list[CondaLine]:
 
 
 def environment_context(target: Target, sources_replaced_pip: bool = False) -> dict[str, Any]:
+    from builder.cuda_builds import companion_names, package_name
+
     spec = target.spec
+    built_per_cuda = set(companion_names(target.route))
+    companions = [line for line in spec.conda if package_name(line) in built_per_cuda]
     conda = [CondaLine(f"python={target.python}")]
-    conda += _torch_conda_lines(target)
-    conda += [CondaLine(package) for package in spec.conda]
+    conda += _torch_conda_lines(target, companions)
+    conda += [CondaLine(package) for package in spec.conda if package not in companions]
     pip: list[str] = []
     if target.route is Route.PIP:
         local = f"+{target.pip_tag}"
@@ -194,8 +161,11 @@ def _labels(target: Target) -> dict[str, str]:
         "io.envbuild.min-driver": target.min_driver or "",
         "io.envbuild.version": __version__,
     }
+    if target.archs:
+        labels["io.envbuild.archs"] = " ".join(target.archs)
     labels.update(target.spec.labels)
-    return dict(sorted(labels.items()))
+    # An unknown value is no label at all: an empty one reads as "known to be nothing".
+    return dict(sorted((key, value) for key, value in labels.items() if value))
 
 
 def required_driver_cuda(cuda: str | None) -> str:
@@ -219,6 +189,8 @@ def dockerfile_blocks(target: Target, has_ca: bool) -> list[Block]:
                 "require_cuda": required_driver_cuda(target.cuda),
                 "torch": target.torch,
                 "cuda": target.cuda or "cpu",
+                # the smoke check env.arch_flags compares this with what the installed torch was built for
+                "archs": " ".join(target.archs),
             },
             builder_macro=None,
         ),
@@ -241,7 +213,7 @@ def _render_block(env: jinja2.Environment, block: Block) -> RenderedBlock:
 
 def render_target(target: Target, sources_replaced_pip: bool = False) -> RenderedEnv:
     """Render one target. Same target, same bytes: nothing here reads the clock or the host."""
-    env = _environment()
+    env = environment()
     ca_files = _ca_files(target)
     environment_yml = env.get_template("environment.yml.j2").render(
         environment_context(target, sources_replaced_pip)
@@ -281,25 +253,6 @@ def _ca_files(target: Target) -> tuple[Path, ...]:
     return tuple(files)
 
 
-@contextmanager
-def atomic_directory(out: Path) -> Iterator[Path]:
-    """Write into a temporary sibling folder and rename it into place only when all of it worked."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        yield staging
-        if out.exists():
-            previous = out.with_name(f".{out.name}.old-{os.getpid()}")
-            out.rename(previous)
-            staging.rename(out)
-            shutil.rmtree(previous, ignore_errors=True)
-        else:
-            staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
 def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] = {}) -> None:
     """Lay out a build context: Dockerfile, environment.yml, smoke suite, CA files, extra files."""
     for name, text in rendered.files().items():
@@ -317,6 +270,7 @@ def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] 
 
 
 def render_to(rendered: RenderedEnv, out: Path) -> Path:
-    with atomic_directory(out) as staging:
-        write_context(rendered, staging)
-    return out
+    """The rendered files alone (no lock yet): into a new folder, or one envbuild wrote before."""
+    from builder.generated_files import write_owned_folder
+
+    return write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")

@@ -2,7 +2,7 @@
 
 The suite runs with torch and the standard library only, so it cannot read builder/data/compat.yaml;
 every build context (and `envbuild smoke --local`) gets this file made from that data instead, so
-there is one source of truth for the torch -> torchvision pairing and a target's cuDNN and arch list.
+there is one source of truth for the torch -> torchvision pairing and a target's cuDNN (its arch list travels as ENVBUILD_EXPECT_ARCHS).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ def smoke_data(target: Target | None = None) -> dict[str, Any]:
             "torchvision": target.torchvision,
             "cuda": target.cuda,
             "cudnn": target.cudnn,
-            "archs": target.archs,
             "confidence": target.release.confidence,
         }
     return data

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import os
+import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -20,40 +19,56 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder import proc
 from builder.errors import EnvbuildError, UsageError
+from smoke.report import SmokeReport
 
 REPORT_DIR = "/tmp/envbuild-smoke"
 NO_GPU_RUNTIME = "could not select device driver"
+SMOKE_RUN = "smoke"  # the io.envbuild.run label of the suite's containers
 
 
-@dataclass
-class SmokeReport:
-    summary: dict[str, int]
-    checks: list[dict]
+@dataclass(frozen=True)
+class SmokeRun:
+    """One run of the suite as the host reads it: the suite's own report (`smoke.report.SmokeReport`, the
+    one model the image writes and the host parses) plus what only the host knows: how it ran, how long."""
+
+    report: SmokeReport
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    raw: dict = field(default_factory=dict)
-
-    @property
-    def failed(self) -> int:
-        return int(self.summary.get("failed", 0))
-
-    @classmethod
-    def from_json(cls, data: dict, notes: list[str], seconds: float) -> SmokeReport:
-        return cls(dict(data["summary"]), list(data["checks"]), notes, seconds, data)
-
-    def as_dict(self) -> dict:
-        return {**self.raw, "notes": self.notes, "seconds": round(self.seconds, 1)}
 
     TABLE_COLUMNS = ("check", "status", "seconds", "reason")
 
+    @classmethod
+    def from_json(cls, data: dict, notes: list[str], seconds: float) -> SmokeRun:
+        try:
+            report = SmokeReport.from_dict(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EnvbuildError(f"the smoke suite wrote a report envbuild cannot read ({type(exc).__name__}: {exc})"
+                                ) from None
+        return cls(report, notes, seconds)
+
+    @property
+    def summary(self) -> dict[str, int]:
+        return self.report.summary.to_dict()
+
+    @property
+    def checks(self) -> list[dict]:
+        return [check.to_dict() for check in self.report.checks]
+
+    @property
+    def failed(self) -> int:
+        return self.report.summary.failed
+
+    def as_dict(self) -> dict:
+        return {**self.report.to_dict(), "notes": self.notes, "seconds": round(self.seconds, 1)}
+
     def table_rows(self) -> list[list[str]]:
-        return [[c["name"], c["status"], f"{float(c.get('seconds') or 0):.1f}", c.get("reason") or ""]
-                for c in self.checks]
+        return [[c.name, c.status, f"{c.seconds:.1f}", c.reason] for c in self.report.checks]
 
     def summary_line(self) -> str:
-        s = self.summary
-        return f"{s.get('passed', 0)} passed, {s.get('failed', 0)} failed, {s.get('skipped', 0)} skipped"
+        s = self.report.summary
+        return f"{s.passed} passed, {s.failed} failed, {s.skipped} skipped"
 
 
 @dataclass(frozen=True)
@@ -96,7 +111,7 @@ def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | N
 
 
 def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cuda: str | None = None,
-              only: str | None = None, timeout: float = 900, python: Path | None = None) -> SmokeReport:
+              only: str | None = None, timeout: float = 900, python: Path | None = None) -> SmokeRun:
     """The suite in this Python, or in another environment's interpreter (`python`): that one gets a
     copy of the suite on PYTHONPATH and nothing else of this Python or the user's site-packages,
     so it is tested as it is."""
@@ -116,17 +131,17 @@ def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cud
         else:
             env.update(PYTHONPATH=str(suite.parent), PYTHONNOUSERSITE="1")
         try:
-            process = subprocess.run([str(python or sys.executable), "-m", "smoke", *args], capture_output=True,
-                                     text=True, timeout=timeout, env=env, check=False)
-        except subprocess.TimeoutExpired:
-            raise EnvbuildError(f"the smoke suite ran past {timeout:.0f} s and was stopped") from None
+            process = proc.run([str(python or sys.executable), "-m", "smoke", *args], timeout=timeout,
+                               what="the smoke suite", env=env)
+        except proc.ProcessTimeout as exc:
+            raise EnvbuildError(f"{exc}; raise --timeout") from None
         except OSError as exc:
             raise EnvbuildError(f"{python}: cannot run the smoke suite with it ({exc.strerror})") from None
         report = Path(folder) / "report.json"
         if not report.is_file():
             tail = (process.stderr or process.stdout).strip().splitlines()[-5:]
             raise EnvbuildError("the smoke suite wrote no report: " + " | ".join(tail))
-        return SmokeReport.from_json(json.loads(report.read_text()), [], time.monotonic() - started)
+        return SmokeRun.from_json(json.loads(report.read_text()), [], time.monotonic() - started)
 
 
 def _device_requests(request: GpuRequest) -> list:
@@ -182,12 +197,13 @@ def container_options(gpus: str | None = None, shm_size: str = "1g",
 
 def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions(), require_gpus: int = 0,
                  expect_torch: str | None = None, expect_cuda: str | None = None, only: str | None = None,
-                 timeout: float = 900, client=None) -> SmokeReport:
+                 timeout: float = 900, client=None) -> SmokeRun:
     from docker.types import Ulimit
 
-    from builder.image import docker_client
+    from builder.engine import container_labels, docker_client, engine_error, reap_stale_containers
 
     client = client or docker_client()
+    reap_stale_containers(client, SMOKE_RUN)
     limits = [Ulimit(name=name, soft=soft, hard=hard) for name, soft, hard in container.ulimits]
     notes: list[str] = []
     started = time.monotonic()
@@ -197,9 +213,10 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
     while True:
         try:
             created = client.containers.create(image, command=args, device_requests=requests or None,
-                                               shm_size=container.shm_size, ulimits=limits or None, detach=True)
+                                               shm_size=container.shm_size, ulimits=limits or None, detach=True,
+                                               labels=container_labels(SMOKE_RUN))
         except Exception as exc:
-            raise EnvbuildError(f"{image}: the engine refused the smoke container: {exc}") from None
+            raise engine_error(exc, f"{image}: the smoke container") from None
         try:
             try:
                 created.start()
@@ -214,27 +231,40 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
                     continue
                 if "rlimit" in str(exc):
                     raise EnvbuildError(f"the engine refused a --ulimit: {exc}; drop it on this host") from None
-                raise EnvbuildError(f"{image}: the container did not start: {exc}") from None
+                raise engine_error(exc, f"{image}: the smoke container's start") from None
             try:
                 created.wait(timeout=timeout)
-            except Exception:
-                raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped") from None
+            except Exception as exc:
+                import requests as http  # not `requests`: that name holds the GPU device requests
+
+                if isinstance(exc, http.exceptions.ReadTimeout):
+                    raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped; "
+                                        "raise --timeout") from None
+                raise engine_error(exc, f"{image}: the smoke run") from None
             data = _read_report(created)
             if data is None:
                 logs = created.logs(tail=10).decode(errors="replace").strip().splitlines()
                 raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + " | ".join(logs[-5:]))
-            return SmokeReport.from_json(data, notes, time.monotonic() - started)
+            return SmokeRun.from_json(data, notes, time.monotonic() - started)
         finally:
-            created.remove(force=True)
+            try:
+                created.remove(force=True)
+            except Exception:
+                pass  # the engine went away; the next run reaps it by its labels
 
 
 def image_expectations(image: str, client=None) -> tuple[str | None, str | None]:
     """The torch and CUDA an envbuild image says it has (its labels)."""
-    from builder.image import docker_client
+    from builder.engine import docker_client
 
     client = client or docker_client()
     try:
         labels = client.api.inspect_image(image)["Config"].get("Labels") or {}
-    except Exception:
-        raise EnvbuildError(f"no image {image!r} on this engine; build it with `envbuild image`") from None
+    except Exception as exc:
+        from builder.engine import engine_error, is_connection_loss
+
+        if is_connection_loss(exc):
+            raise engine_error(exc, f"{image}: inspecting the image") from None
+        raise EnvbuildError(f"no image {image!r} on this engine; build it with `envbuild image`, "
+                            "or `docker pull` it") from None
     return labels.get("io.envbuild.torch"), labels.get("io.envbuild.cuda")

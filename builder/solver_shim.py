@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from builder import __version__
+from builder.proc import die_with_parent, exit_now
 
 # Bound at run time by _load_solver_libraries(), only for the calls that solve or install.
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ class ChannelSet:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console script `envbuild-micromamba`: run one call, then leave without interpreter teardown."""
     args = list(sys.argv[1:] if argv is None else argv)
+    die_with_parent()  # a solve must not go on after conda-lock (and envbuild) died
     try:
         code = dispatch(args)
     except ShimUsageError as exc:
@@ -110,10 +112,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
     finally:
         _cleanup_cache()
-    # Leave without interpreter teardown (builder.install.exit_hard, not imported for --version).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(code)
+    raise AssertionError("unreachable")
 
 
 def dispatch(args: list[str]) -> int:
@@ -343,7 +343,8 @@ async def _locked_records(
         return []
     try:
         found = await gateway.query(
-            list(channels.sources), [subdir, "noarch"], [m["name"] for m in keep], recursive=False
+            list(channels.sources), [subdir, "noarch"],  # type: ignore[list-item]  # rattler checks the name
+            [m["name"] for m in keep], recursive=False
         )
     except Exception as exc:  # noqa: BLE001 - gateway errors: unreachable channel, bad repodata
         raise ShimFailure(f"cannot read the channels for {subdir}: {_first_line(str(exc))}") from None
@@ -438,7 +439,7 @@ async def _run_solver(
             sources=list(channels.sources),
             specs=matchspecs,
             gateway=gateway,
-            platforms=[subdir, "noarch"],
+            platforms=[subdir, "noarch"],  # type: ignore[list-item]  # rattler checks the name
             locked_packages=locked,
             virtual_packages=list(channels.virtual_packages),
             timeout=timeout,
@@ -597,7 +598,8 @@ def _merge_virtual(
 
 def _virtual(name: str, version: str, build: str) -> rattler.GenericVirtualPackage:
     try:
-        return rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version), rattler.BuildString(build))
+        return rattler.GenericVirtualPackage(rattler.PackageName(name), rattler.Version(version),
+                                             rattler.BuildString(build))
     except Exception as exc:  # noqa: BLE001 - rattler's parse errors
         raise ShimUsageError(f"virtual package {name}={version}={build} is not valid: {exc}") from None
 

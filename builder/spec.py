@@ -14,13 +14,19 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from builder.errors import UsageError
+from builder.gpu_models import capability_of
 
 # A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
 # constraints made of version characters and comparison operators. No spaces inside a constraint
 # list, no quotes, no shell or YAML metacharacters.
-PACKAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\[[A-Za-z0-9_,\-]+\])?(\s?(==|>=|<=|!=|~=|=|>|<)[A-Za-z0-9_.*+!\-]+(,(==|>=|<=|!=|~=|>|<)?[A-Za-z0-9_.*+!\-]+)*)?(=[A-Za-z0-9_.*+\-]+)?$"
+PACKAGE_PATTERN = (
+    r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\[[A-Za-z0-9_,\-]+\])?"  # name[extras]
+    r"(\s?(==|>=|<=|!=|~=|=|>|<)[A-Za-z0-9_.*+!\-]+(,(==|>=|<=|!=|~=|>|<)?[A-Za-z0-9_.*+!\-]+)*)?"  # constraints
+    r"(=[A-Za-z0-9_.*+\-]+)?$"  # conda build string
+)
 VERSION_PATTERN = r"^[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$"
 PYTHON_PATTERN = r"^3\.[0-9]{1,2}$"
 CUDA_PATTERN = r"^([0-9]{2}\.[0-9]|cpu)$"
@@ -106,6 +112,42 @@ class TargetSpec(StrictModel):
         return "cpu" if self.cuda == "cpu" else f"cuda{self.cuda}"
 
 
+class FleetEntry(StrictModel):
+    """One kind of machine the team runs on: a GPU (model name or compute capability) or a host file.
+
+    A host file is what `envbuild doctor --save` wrote on that machine (driver, GPUs, capabilities);
+    a GPU alone says nothing of the driver, so only architecture coverage is judged for it.
+    """
+
+    gpu: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,63}$")] | None = None
+    host: Annotated[str, Field(pattern=r"^[A-Za-z0-9_./\-]+\.json$", max_length=300)] | None = None
+    count: Annotated[int, Field(ge=1, le=100000)] = 1
+    name: Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=100)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        # `- V100`, `- "8.6"`, `- hosts/node1.json`: one word per machine kind is the common case.
+        if isinstance(value, str):
+            return {"host": value} if value.endswith(".json") else {"gpu": value}
+        if isinstance(value, float):
+            return {"gpu": repr(value)}
+        return value
+
+    @model_validator(mode="after")
+    def _gpu_or_host(self) -> FleetEntry:
+        if (self.gpu is None) == (self.host is None):
+            raise ValueError("give either `gpu` (a model like V100 or a capability like 7.0) or `host` (a .json file)")
+        if self.gpu is not None and capability_of(self.gpu) is None:
+            raise ValueError(f"GPU {self.gpu!r} is not in envbuild's GPU list; write its compute capability "
+                             "instead (e.g. 7.0 or sm_70)")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.gpu or self.host or ""
+
+
 class EnvSpec(StrictModel):
     """A team's environment: the seeds' stack (python, torch, torchvision) plus its own packages."""
 
@@ -128,6 +170,7 @@ class EnvSpec(StrictModel):
         Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=128)],
         Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=500)],
     ] = Field(default_factory=dict)
+    fleet: tuple[FleetEntry, ...] = ()  # the GPUs the team runs on; lint and targets check coverage
     _source: Path | None = PrivateAttr(default=None)
 
     @property
@@ -176,7 +219,7 @@ def cuda_key(cuda: str) -> str:
     return "cpu" if cuda == "cpu" else f"cuda{cuda}"
 
 
-def _describe_error(source: str, error: dict[str, Any]) -> str:
+def _describe_error(source: str, error: ErrorDetails) -> str:
     location = ".".join(str(part) for part in error["loc"]) or "(top level)"
     message = error["msg"]
     if error["type"] == "string_pattern_mismatch":

@@ -37,6 +37,17 @@ class Sources:
     mirrors: tuple[tuple[str, str], ...] = ()  # (channel name, URL) pairs
     pip_index: str | None = None  # replaces the PyTorch wheel index ({tag} allowed)
 
+    @classmethod
+    def parse(cls, channels: Sequence[str] = (), mirrors: Sequence[str] = (), pip_index: str | None = None) -> Sources:
+        """`--channel URL`, `--mirror NAME=URL` and `--pip-index URL` as given, or a one-line UsageError."""
+        pairs = []
+        for item in mirrors:
+            name, sep, url = item.partition("=")
+            if not sep or not name or not url:
+                raise UsageError(f"--mirror {item!r}: write NAME=URL, e.g. conda-forge=https://mirror.example/conda-forge")
+            pairs.append((name, url))
+        return cls(channels=tuple(channels), mirrors=tuple(pairs), pip_index=pip_index)
+
     def apply(self, channels: tuple[str, ...]) -> tuple[str, ...]:
         chosen = self.channels or channels
         mirrors = dict(self.mirrors)
@@ -62,6 +73,7 @@ class Target:
     runtime_image: ImageRef
     builder_image: ImageRef
     warnings: tuple[str, ...] = field(default=())
+    cuda_arch: str | None = None  # conda's __cuda_arch: the lowest compute capability of the spec's fleet
 
     @property
     def name(self) -> str:
@@ -73,7 +85,7 @@ class Target:
 
     @property
     def archs(self) -> list[str]:
-        return self.release.archs.get(self.cuda, []) if self.cuda else []
+        return self.release.archs_for(self.route, self.cuda) if self.cuda else []
 
     @property
     def flavour(self) -> str:
@@ -104,6 +116,8 @@ class Target:
             packages["__glibc"] = self.glibc
         if self.uses_cuda_on(platform):
             packages["__cuda"] = self.cuda  # type: ignore[assignment]
+            if self.cuda_arch:
+                packages["__cuda_arch"] = self.cuda_arch
         return dict(sorted(packages.items()))
 
 
@@ -230,7 +244,19 @@ def resolve_target(
         runtime_image=runtime,
         builder_image=spec.images.builder,
         warnings=tuple(warnings),
+        cuda_arch=_fleet_cuda_arch(spec) if cuda else None,
     )
+
+
+def _fleet_cuda_arch(spec: EnvSpec) -> str | None:
+    """`__cuda_arch` for a lock that serves the whole fleet: its lowest compute capability (CEP 46), so the
+    solver refuses packages built only for newer GPUs than the oldest one the team runs on."""
+    if not spec.fleet:
+        return None
+    from builder.fleet import lowest_capability  # fleet builds on resolved targets: imported when needed
+
+    lowest = lowest_capability(spec)
+    return f"{lowest[0]}.{lowest[1]}" if lowest else None
 
 
 def with_images(spec: EnvSpec, runtime: str | None = None, builder: str | None = None) -> EnvSpec:
@@ -283,4 +309,28 @@ def resolve_targets(
     return resolved
 
 
-__all__ = ["Sources", "Target", "release_line", "resolve_target", "resolve_targets"]
+def target_summary(target: Target) -> dict:
+    """What `envbuild targets` reports of one target (its JSON row)."""
+    archs = target.archs
+    return {
+        "target": target.key,
+        "torch": target.torch,
+        "torchvision": target.torchvision,
+        "python": target.python,
+        "route": target.route.value,
+        "cuda": target.cuda,
+        "cudnn": target.cudnn,
+        "min_driver": target.min_driver,
+        "full_compat_driver": target.toolkit.full_compat_driver if target.toolkit else None,
+        "archs": f"{archs[0]}..{archs[-1]}" if archs else None,
+        "arch_list": archs,
+        "platforms": list(target.platforms),
+        "runtime_image": target.runtime_image.reference,
+        "builder_image": target.builder_image.reference,
+        "nvidia_cuda_image": target.toolkit.nvidia_cuda_image if target.toolkit else None,
+        "tag": target.tag,
+        "confidence": target.release.confidence,
+    }
+
+
+__all__ = ["Sources", "Target", "release_line", "resolve_target", "resolve_targets", "target_summary"]

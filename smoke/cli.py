@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import time
@@ -19,6 +20,7 @@ from smoke.report import FAILED, PASSED, CheckResult, SmokeReport
 
 EXPECT_TORCH_ENV = "ENVBUILD_EXPECT_TORCH"
 EXPECT_CUDA_ENV = "ENVBUILD_EXPECT_CUDA"
+EXPECT_ARCHS_ENV = "ENVBUILD_EXPECT_ARCHS"
 IMPORT_CHECK = "env.import_torch"
 STATUS_LABELS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
 
@@ -36,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"expected torch version prefix, e.g. 2.13 (default: ${EXPECT_TORCH_ENV})")
     parser.add_argument("--expect-cuda", metavar="X.Y|cpu", default=os.environ.get(EXPECT_CUDA_ENV) or None,
                         help=f"expected torch.version.cuda, or 'cpu' (default: ${EXPECT_CUDA_ENV})")
+    parser.add_argument("--expect-archs", metavar="sm_XY,...", default=os.environ.get(EXPECT_ARCHS_ENV) or None,
+                        help=f"the GPU architectures torch should be built with (default: ${EXPECT_ARCHS_ENV})")
     parser.add_argument("--only", metavar="NAME,...", default="",
                         help="run only these checks (full names or groups such as amp,dp)")
     parser.add_argument("--timeout-per-check", type=float, default=120.0, metavar="S",
@@ -57,9 +61,16 @@ def parse_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             expectation = CudaExpectation.parse(args.expect_cuda)
         except ValueError as exc:
             parser.error(str(exc))
+    archs = None
+    if args.expect_archs:
+        archs = tuple(a for a in re.split(r"[\s,;]+", args.expect_archs) if a)
+        bad = [a for a in archs if not re.fullmatch(r"(sm|compute)_\d{2,3}[af]?", a)]
+        if bad:
+            parser.error(f"--expect-archs {bad[0]!r}: write entries like sm_86 or compute_90")
     return Settings(
         expect_torch=args.expect_torch,
         expect_cuda=expectation,
+        expect_archs=archs,
         require_gpus=args.require_gpus,
         timeout_per_check=args.timeout_per_check,
     )
@@ -111,6 +122,7 @@ def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
     environment["settings"] = {
         "expect_torch": settings.expect_torch,
         "expect_cuda": settings.expect_cuda.describe() if settings.expect_cuda else None,
+        "expect_archs": list(settings.expect_archs) if settings.expect_archs else None,
         "require_gpus": settings.require_gpus,
         "only": only,
     }
@@ -141,7 +153,7 @@ def _import_checks() -> tuple[CheckResult, list[Check] | None]:
         from smoke.checks import load_checks
 
         checks = load_checks()
-    except Exception as exc:  # ImportError, OSError for missing shared libraries, and worse
+    except Exception as exc:  # ImportError, OSError for missing shared libraries, and worse  # noqa: BLE001
         message = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
         return CheckResult(IMPORT_CHECK, FAILED, f"import torch failed: {message}",
                            time.perf_counter() - start), None

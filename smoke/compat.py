@@ -193,7 +193,7 @@ def load_compat_data(path: Path = COMPAT_FILE) -> dict[str, Any] | None:
 
 
 def target_expectations(data: dict[str, Any] | None) -> dict[str, Any]:
-    """What the image's target must show (torch, cuda, cudnn, archs); empty outside an image."""
+    """What the image's target must show (torch, cuda, cudnn); empty outside an image."""
     return dict((data or {}).get("target") or {})
 
 
@@ -214,12 +214,17 @@ def cudnn_text(version: int) -> str:
     return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
 
 
-def arch_list_verdict(compiled: list[str], expected: list[str]) -> tuple[bool, str]:
-    """Does the arch list a torch was compiled for equal the one the compatibility data lists?"""
-    if sorted(compiled) == sorted(expected):
-        return True, f"compiled for {' '.join(compiled)}, as the compatibility data lists"
-    missing = [a for a in expected if a not in compiled]
-    extra = [a for a in compiled if a not in expected]
-    parts = [f"missing {' '.join(missing)}" if missing else "", f"not listed {' '.join(extra)}" if extra else ""]
-    return False, (f"compiled for {' '.join(compiled) or 'nothing'}; the compatibility data lists "
-                   f"{' '.join(expected)} ({', '.join(p for p in parts if p)})")
+@dataclass(frozen=True)
+class ArchListDiff:
+    missing: list[str]  # expected by envbuild's data, not in the build
+    extra: list[str]  # in the build, not in the data
+
+    @property
+    def same(self) -> bool:
+        return not self.missing and not self.extra
+
+
+def compare_arch_lists(expected: list[str] | tuple[str, ...], built: list[str]) -> ArchListDiff:
+    """The data's arch list against torch's own (`torch._C._cuda_getArchFlags()`), order ignored."""
+    want, have = set(expected), set(built)
+    return ArchListDiff(missing=[a for a in expected if a not in have], extra=[a for a in built if a not in want])

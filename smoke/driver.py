@@ -5,12 +5,26 @@ No torch here. `pynvml` is imported only when present: images need not carry nvi
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
 
 from smoke.compat import driver_cuda_from_nvml
-from smoke.nvsmi import SmiGpu, parse_nvidia_smi
+from smoke.nvml import nvml_session
+from smoke.nvsmi import (
+    APPS_QUERY_FIELDS,
+    FAILURE_MEANING,
+    GPU_QUERY_FIELDS,
+    SmiGpu,
+    SmiProcess,
+    decode_output,
+    gpus_from_query,
+    parse_nvidia_smi,
+    parse_query_csv,
+    processes_from_query,
+)
 
 NVIDIA_SMI_TIMEOUT_S = 30.0
 
@@ -21,8 +35,11 @@ class DriverReading:
     cuda: tuple[int, int] | None
     driver_version: str | None
     notes: list[str] = field(default_factory=list)
-    # The GPU rows of nvidia-smi's table when it was the source (NVML callers read GPUs themselves).
+    # The GPUs of nvidia-smi's query (else its table) when it was the source (NVML callers read GPUs themselves).
     smi_gpus: list[SmiGpu] = field(default_factory=list)
+    smi_processes: list[SmiProcess] = field(default_factory=list)
+    smi_version: str | None = None  # nvidia-smi's own version: on WSL2 not the driver's
+    smi_failure: str | None = None  # smoke.nvsmi.FAILURES key when nvidia-smi said why it could not answer
 
     @property
     def cuda_text(self) -> str | None:
@@ -37,49 +54,97 @@ def read_driver() -> DriverReading:
     return reading or DriverReading(None, None, None, notes)
 
 
+def _run_smi(executable: str, args: list[str], notes: list[str]) -> tuple[int, str] | None:
+    try:
+        returncode, stdout, stderr = _run_alone([executable, *args], NVIDIA_SMI_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        notes.append(f"nvidia-smi: no answer in {NVIDIA_SMI_TIMEOUT_S:g} s; it and its children were stopped")
+        return None
+    except OSError as exc:
+        notes.append(f"nvidia-smi: {type(exc).__name__}: {exc}")
+        return None
+    return returncode, stdout + stderr
+
+
+def _query(executable: str, kind: str, fields: tuple[str, ...], notes: list[str]) -> list[dict[str, str | None]] | None:
+    """Rows of `nvidia-smi --query-KIND=FIELDS`; None when the driver refuses the query (old drivers lack fields)."""
+    answer = _run_smi(executable, [f"--query-{kind}={','.join(fields)}", "--format=csv,noheader,nounits"], [])
+    if answer is None or answer[0] != 0:
+        if answer is not None:
+            notes.append(f"nvidia-smi --query-{kind}: exit {answer[0]}: {' '.join(answer[1].split())[:160]}")
+        return None
+    rows = parse_query_csv(answer[1], fields)
+    if len(rows) != len([line for line in answer[1].splitlines() if line.strip()]):
+        notes.append(f"nvidia-smi --query-{kind}: output is not the CSV asked for; using the table")
+        return None
+    return rows
+
+
 def _from_nvml(notes: list[str]) -> DriverReading | None:
-    try:
-        import pynvml
-    except ImportError:
-        notes.append("NVML: nvidia-ml-py is not installed")
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound without a driver, others when it is broken
-        notes.append(f"NVML: {type(exc).__name__}: {exc}")
-        return None
-    try:
-        cuda = driver_cuda_from_nvml(int(pynvml.nvmlSystemGetCudaDriverVersion()))
-        version = pynvml.nvmlSystemGetDriverVersion()
-        if isinstance(version, bytes):  # older nvidia-ml-py returns bytes
-            version = version.decode()
-        return DriverReading("nvml", cuda, str(version), notes)
-    except Exception as exc:
-        notes.append(f"NVML: {type(exc).__name__}: {exc}")
-        return None
-    finally:
+    with nvml_session(notes) as nvml:
+        if nvml is None:
+            return None
         try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass  # shutting down a half-initialised NVML is not worth a failure
+            cuda = driver_cuda_from_nvml(int(nvml.nvmlSystemGetCudaDriverVersion()))
+            version = nvml.nvmlSystemGetDriverVersion()
+            if isinstance(version, bytes):  # older nvidia-ml-py returns bytes
+                version = version.decode()
+            return DriverReading("nvml", cuda, str(version), notes)
+        except Exception as exc:
+            notes.append(f"NVML: {type(exc).__name__}: {exc}")
+            return None
 
 
 def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
+    """The table for the driver's versions, the query for GPUs and processes; each falls back to the other."""
     executable = shutil.which("nvidia-smi")
     if executable is None:
         notes.append("nvidia-smi: not on PATH")
         return None
-    try:
-        done = subprocess.run(
-            [executable], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        notes.append(f"nvidia-smi: {type(exc).__name__}: {exc}")
+    answer = _run_smi(executable, [], notes)
+    if answer is None:
         return None
-    if done.returncode != 0:
-        notes.append(f"nvidia-smi: exit {done.returncode}: {' '.join((done.stdout + done.stderr).split())[:200]}")
-        return None
-    parsed = parse_nvidia_smi(done.stdout)
+    returncode, text = answer
+    parsed = parse_nvidia_smi(text)
+    if returncode != 0 or parsed.failure:
+        why = FAILURE_MEANING.get(parsed.failure or "", "")
+        notes.append(f"nvidia-smi: exit {returncode}: {' '.join(text.split())[:200]}" + (f" ({why})" if why else ""))
+        return DriverReading(None, None, None, notes, smi_failure=parsed.failure) if parsed.failure else None
     if parsed.cuda_version is None:
         notes.append("nvidia-smi: no CUDA version in its header")
-    return DriverReading("nvidia-smi", parsed.cuda_version, parsed.driver_version, notes, parsed.gpus)
+    gpus = parsed.gpus
+    rows = _query(executable, "gpu", GPU_QUERY_FIELDS, notes)
+    if rows is None:  # compute_cap came with driver 510; ask older drivers without it
+        rows = _query(executable, "gpu", GPU_QUERY_FIELDS[:-1], notes)
+    queried = gpus_from_query(rows or [])
+    if queried:
+        gpus = queried
+    driver_version = parsed.driver_version or next((r["driver_version"] for r in rows or [] if r.get("driver_version")),
+                                                   None)
+    apps = _query(executable, "compute-apps", APPS_QUERY_FIELDS, notes)
+    processes = processes_from_query(apps) if apps is not None else parsed.processes
+    return DriverReading("nvidia-smi", parsed.cuda_version, driver_version, notes, gpus, processes,
+                         smi_version=parsed.smi_version)
+
+
+def _run_alone(command: list[str], timeout: float) -> tuple[int, str, str]:
+    """Run in a session of its own, so a timeout stops what it forked too (a hung nvidia-smi leaves a
+    child holding its pipes); output as text whatever bytes a broken driver prints. (The suite runs
+    in images without envbuild, so it cannot use builder.proc.)"""
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException:
+        _kill_group(process.pid)
+        process.communicate()
+        raise
+    _kill_group(process.pid)
+    return process.returncode, decode_output(stdout), decode_output(stderr)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,36 +1,98 @@
-"""Parse the default `nvidia-smi` table: driver version, the driver's CUDA version, and the GPUs.
+"""Read what `nvidia-smi` prints: the default table, `-q`/`-a`, `--query-*` CSV, and its failure lines.
 
-Two header styles exist: the classic `Driver Version: 535.54.03    CUDA Version: 12.2` and, from
-driver 610 on, `KMD Version: 610.43.02     CUDA UMD Version: 13.3`. Very old drivers print no CUDA
-version at all. `nvidia-smi -q` uses the same labels with padded colons, which these patterns accept.
+No torch, no NVML, standard library only: this also runs inside images.
+
+- Table headers come in two styles: the classic `Driver Version: 535.54.03    CUDA Version: 12.2` and,
+  from driver 610 on, `KMD Version: 610.43.02     CUDA UMD Version: 13.3`. Very old drivers print no
+  CUDA version; WSL2 may print `CUDA Version: ERR!`; on WSL2 the `NVIDIA-SMI` version (the Linux tool)
+  differs from `Driver Version` (the Windows driver), and only the latter counts.
+- GPU rows: the persistence column reads On/Off/N/A on Linux, WDDM/TCC on Windows; long names are cut
+  to "NVIDIA GeForce ..."; the MIG table and the process table follow and must not read as GPUs.
+- `--query-gpu` CSV is the reliable source (full names, UUIDs, compute capability), but fields a GPU or
+  an old driver lacks read `[N/A]`, `N/A`, `[Not Supported]` or `[Insufficient Permissions]`, and a
+  field the driver does not know fails the whole query.
 """
 
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass, field
 
 # Both labels in one pattern each: old headers say "CUDA Version", new ones "CUDA UMD Version".
 _CUDA_VERSION = re.compile(r"CUDA(?: UMD)? Version\s*:\s*(\d+)\.(\d+)")
 _DRIVER_VERSION = re.compile(r"(?:KMD|Driver) Version\s*:\s*(\d+(?:\.\d+)*)")
+_SMI_VERSION = re.compile(r"NVIDIA-SMI\s+(\d+(?:\.\d+)+)")
 # A GPU's first table row: "|   0  NVIDIA H200   On  |   00000000:19:00.0 Off |  0 |"
 _GPU_ROW = re.compile(
-    r"^\|\s*(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persistence>On|Off|N/A)\s*\|"
+    r"^\|\s*(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persistence>On|Off|N/A|WDDM|TCC)\s*\|"
     r"\s*(?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])\b"
 )
 _MEMORY = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
 # GPU-Util opens the third column of the same row; old drivers print N/A there.
 _UTILIZATION = re.compile(r"MiB\s*\|\s*(\d+)%")
+# Process rows: "|    0      1568    G   /usr/lib/xorg/Xorg      1850MiB |" (before 450) and
+# "|    1    3    0      34965      C   python      14195MiB |" with GPU instance / compute instance ids.
+_PROCESS_ROW = re.compile(
+    r"^\|\s*(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+(?P<type>C\+G|[CGM])\s+"
+    r"(?P<name>.*?)\s*(?:(?P<memory>\d+)MiB|N/A)?\s*\|?$"
+)
+_MIG_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*\d+MiB\s*/\s*\d+MiB")
+# `nvidia-smi -q`: "GPU 00000000:94:00.0" opens a GPU; its fields follow, indented.
+_Q_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])\s*$")
+_Q_FIELD = re.compile(r"^\s+(Product Name|GPU UUID)\s*:\s*(.+?)\s*$")
+_Q_FB_TOTAL = re.compile(r"^\s+Total\s*:\s*(\d+)\s*MiB")
+_Q_FB_USED = re.compile(r"^\s+Used\s*:\s*(\d+)\s*MiB")
+
+# What nvidia-smi prints instead of a table when it cannot read the GPUs, by the failure it means.
+FAILURES = {
+    "no-driver": re.compile(r"couldn't communicate with the NVIDIA driver|Driver Not Loaded|"
+                            r"NVIDIA driver is not loaded", re.I),
+    "driver-library-mismatch": re.compile(r"Driver/library version mismatch", re.I),
+    "insufficient-permissions": re.compile(r"Failed to initialize NVML: Insufficient Permissions", re.I),
+    "no-devices": re.compile(r"^\s*No devices were found\s*$", re.I | re.M),
+    "nvml-failed": re.compile(r"Failed to initialize NVML", re.I),
+}
+FAILURE_MEANING = {
+    "no-driver": "no NVIDIA driver is loaded (or, in WSL2/containers, none is passed through)",
+    "driver-library-mismatch": "the loaded kernel module and the driver's libraries are different versions "
+                               "(typically a driver upgrade without a reboot)",
+    "insufficient-permissions": "this user (or container) may not open the GPU device nodes",
+    "no-devices": "the driver is loaded but initialised no GPU",
+    "nvml-failed": "NVML did not start",
+}
+# Lines nvidia-smi prints instead of query rows: an unknown field (old drivers), bad arguments.
+QUERY_REFUSAL = re.compile(r'^\s*(?:Field "[^"]*" is not a valid field to query|Invalid combination of input '
+                           r'arguments|ERROR:)', re.I)
+# Values a query field takes when it has no answer.
+NO_VALUE = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[insufficient permissions]",
+            "[unknown error]", "[gpu is lost]", "[requested functionality has been deprecated]"}
+# The fields doctor asks for. compute_cap appeared in driver 510: older drivers refuse the query.
+GPU_QUERY_FIELDS = ("index", "uuid", "name", "pci.bus_id", "driver_version", "memory.total", "memory.used",
+                    "utilization.gpu", "compute_cap")
+APPS_QUERY_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
 
 
 @dataclass(frozen=True)
 class SmiGpu:
     index: int
     name: str
-    bus_id: str
+    bus_id: str | None
     memory_used_mib: int | None
     memory_total_mib: int | None
     utilization_percent: int | None = None
+    uuid: str | None = None
+    compute_capability: tuple[int, int] | None = None  # only the query shows it (driver 510 and newer)
+
+
+@dataclass(frozen=True)
+class SmiProcess:
+    pid: int
+    name: str
+    gpu: int | None = None  # the table's GPU index
+    gpu_uuid: str | None = None  # the query's
+    memory_mib: int | None = None  # None: not reported ("N/A", e.g. on Windows or WSL)
+    type: str | None = None  # C (compute), G (graphics), C+G
 
 
 @dataclass(frozen=True)
@@ -38,20 +100,47 @@ class SmiReading:
     driver_version: str | None
     cuda_version: tuple[int, int] | None
     gpus: list[SmiGpu] = field(default_factory=list)
+    processes: list[SmiProcess] = field(default_factory=list)
+    smi_version: str | None = None  # the tool's own version; differs from the driver's on WSL2
+    failure: str | None = None  # a FAILURES key when nvidia-smi printed why it could not read the GPUs
+    mig_devices: int = 0
 
     @property
     def cuda_version_text(self) -> str | None:
         return None if self.cuda_version is None else f"{self.cuda_version[0]}.{self.cuda_version[1]}"
 
 
-def parse_nvidia_smi(text: str) -> SmiReading:
-    """Read what the table says; fields it lacks come back as None (never guessed)."""
+def decode_output(raw: bytes | str) -> str:
+    """nvidia-smi's bytes as text: not always UTF-8 (Windows code pages, a corrupted name), never fatal."""
+    if isinstance(raw, str):
+        return raw
+    return raw.decode("utf-8", errors="replace")
+
+
+def smi_failure(text: str) -> str | None:
+    """The FAILURES key for what nvidia-smi printed instead of GPUs, or None when it printed no such line."""
+    for key, pattern in FAILURES.items():
+        if pattern.search(text):
+            return key
+    return None
+
+
+def parse_nvidia_smi(text: str | bytes) -> SmiReading:
+    """Read what the table (or `-q`) says; fields it lacks come back as None (never guessed)."""
+    text = decode_output(text)
     cuda = _CUDA_VERSION.search(text)
     driver = _DRIVER_VERSION.search(text)
+    smi = _SMI_VERSION.search(text)
+    lines = text.splitlines()
+    gpus = _parse_gpu_rows(lines) or _parse_q_gpus(lines)
     return SmiReading(
         driver_version=driver.group(1) if driver else None,
         cuda_version=(int(cuda.group(1)), int(cuda.group(2))) if cuda else None,
-        gpus=_parse_gpu_rows(text.splitlines()),
+        gpus=gpus,
+        processes=_parse_process_rows(lines),
+        smi_version=smi.group(1) if smi else None,
+        failure=None if gpus else smi_failure(text),
+        mig_devices=sum(1 for line in lines if _MIG_ROW.match(line.strip())),
     )
 
 
@@ -76,3 +165,128 @@ def _parse_gpu_rows(lines: list[str]) -> list[SmiGpu]:
             )
         )
     return gpus
+
+
+def _parse_q_gpus(lines: list[str]) -> list[SmiGpu]:
+    """GPUs of `nvidia-smi -q`: bus id, product name, UUID and frame-buffer memory, in listing order."""
+    found: list[dict[str, object]] = []
+    in_fb = False
+    for line in lines:
+        opened = _Q_GPU.match(line)
+        if opened:
+            found.append({"bus": opened.group(1)})
+            in_fb = False
+            continue
+        if not found:
+            continue
+        current = found[-1]
+        named = _Q_FIELD.match(line)
+        if named:
+            current["name" if named.group(1) == "Product Name" else "uuid"] = named.group(2)
+        stripped = line.strip()
+        if stripped.endswith("Memory Usage"):
+            in_fb = stripped.startswith("FB")
+            continue
+        if in_fb:
+            total, used = _Q_FB_TOTAL.match(line), _Q_FB_USED.match(line)
+            if total:
+                current["total"] = int(total.group(1))
+            elif used:
+                current["used"] = int(used.group(1))
+    return [SmiGpu(index=index, name=str(gpu.get("name") or ""), bus_id=str(gpu["bus"]),
+                   memory_used_mib=gpu.get("used"), memory_total_mib=gpu.get("total"),  # type: ignore[arg-type]
+                   uuid=gpu.get("uuid"))  # type: ignore[arg-type]
+            for index, gpu in enumerate(found) if gpu.get("name")]
+
+
+def _parse_process_rows(lines: list[str]) -> list[SmiProcess]:
+    processes: list[SmiProcess] = []
+    in_processes = False
+    for line in lines:
+        stripped = line.strip()
+        if "Processes:" in stripped:
+            in_processes = True
+            continue
+        if not in_processes:
+            continue
+        row = _PROCESS_ROW.match(stripped)
+        if row is None:
+            continue
+        processes.append(SmiProcess(
+            pid=int(row.group("pid")),
+            name=row.group("name").strip(),
+            gpu=int(row.group("gpu")),
+            memory_mib=int(row.group("memory")) if row.group("memory") else None,
+            type=row.group("type"),
+        ))
+    return processes
+
+
+# --- --query-gpu / --query-compute-apps -----------------------------------------------------------
+
+def parse_query_csv(text: str | bytes, fields: tuple[str, ...] | list[str]) -> list[dict[str, str | None]]:
+    """Rows of a `--query-...` CSV as {field: value}; values with no answer are None, units stripped.
+
+    Accepts output with or without its header line and with or without `nounits`. A line that does not
+    have one value per field is not a row (a failure message, or a table replayed by mistake).
+    """
+    text = decode_output(text)
+    rows: list[dict[str, str | None]] = []
+    lines = [line for line in text.splitlines() if not QUERY_REFUSAL.match(line) and not smi_failure(line)]
+    for values in csv.reader(lines, skipinitialspace=True):
+        if len(values) != len(fields):
+            continue
+        if values[0].strip().split(" [")[0] == fields[0] and len(rows) == 0:
+            continue  # the header line of --format=csv
+        rows.append({name: _query_value(value) for name, value in zip(fields, values, strict=False)})
+    return rows
+
+
+def _query_value(value: str) -> str | None:
+    value = value.strip()
+    if value.lower() in NO_VALUE:
+        return None
+    # `--format=csv` without nounits: "40960 MiB", "11 %", "67.00 W".
+    unit = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*(?:MiB|%|W|MHz|C)", value)
+    return unit.group(1) if unit else value
+
+
+def gpus_from_query(rows: list[dict[str, str | None]]) -> list[SmiGpu]:
+    """SmiGpu values from `--query-gpu` rows (any subset of GPU_QUERY_FIELDS); rows without a name are skipped."""
+    gpus = []
+    for position, row in enumerate(rows):
+        name = row.get("name") or row.get("gpu_name")
+        if not name:
+            continue
+        index = _int(row.get("index"))
+        gpus.append(SmiGpu(
+            index=position if index is None else index,
+            name=name,
+            bus_id=row.get("pci.bus_id"),
+            memory_used_mib=_int(row.get("memory.used")),
+            memory_total_mib=_int(row.get("memory.total")),
+            utilization_percent=_int(row.get("utilization.gpu")),
+            uuid=row.get("uuid") or row.get("gpu_uuid"),
+            compute_capability=_capability(row.get("compute_cap")),
+        ))
+    return gpus
+
+
+def processes_from_query(rows: list[dict[str, str | None]]) -> list[SmiProcess]:
+    return [SmiProcess(pid=int(row.get("pid") or 0), name=row.get("process_name") or "", gpu_uuid=row.get("gpu_uuid"),
+                       memory_mib=_int(row.get("used_memory")), type="C")
+            for row in rows if (row.get("pid") or "").isdigit()]
+
+
+def _int(value: str | None, default: int | None = None) -> int | None:
+    if value is None:
+        return default
+    try:
+        return int(float(value))
+    except ValueError:
+        return default
+
+
+def _capability(value: str | None) -> tuple[int, int] | None:
+    match = re.fullmatch(r"(\d+)\.(\d+)", value or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None

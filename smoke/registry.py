@@ -60,6 +60,7 @@ class Settings:
 
     expect_torch: str | None = None
     expect_cuda: CudaExpectation | None = None
+    expect_archs: tuple[str, ...] | None = None  # the arch list envbuild's data gives the build
     require_gpus: int = 0
     timeout_per_check: float = 120.0
 
@@ -148,7 +149,7 @@ def _run_with_timeout(chosen: Check, ctx: Context) -> Outcome:
             warnings.simplefilter("always")
             try:
                 box["outcome"] = chosen.func(ctx)
-            except BaseException as exc:  # a check must never take the suite down
+            except BaseException as exc:  # a check must never take the suite down  # noqa: BLE001
                 box["outcome"] = failed(
                     _one_line(f"{type(exc).__name__}: {exc}"), traceback=traceback.format_exc()
                 )

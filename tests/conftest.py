@@ -30,6 +30,17 @@ def envbuild(*args: str, cwd: Path | None = None, env: dict[str, str] | None = N
                           text=True, timeout=timeout, env={**os.environ, "CI": "true", **(env or {})})
 
 
+TEST_KINDS = ("unit", "world", "docker", "torch")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test says what it needs (`-m unit` must select exactly the fast ones): one unmarked test
+    fails the collection."""
+    unmarked = [item.nodeid for item in items if not {m.name for m in item.iter_markers()} & set(TEST_KINDS)]
+    if unmarked:
+        raise pytest.UsageError(f"tests without a marker ({', '.join(TEST_KINDS)}): {', '.join(unmarked)}")
+
+
 @dataclass(frozen=True)
 class WorldEnv:
     """A spec of its own (unique env name) and its lock folder, on the offline world."""

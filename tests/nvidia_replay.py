@@ -8,18 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from smoke.nvml import nvml_answers
+
 SMI_FIXTURES = Path(__file__).parent / "fixtures" / "nvidia-smi"
-
-
-def nvml_answers() -> bool:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-        return True
-    except Exception:
-        return False
 
 
 needs_no_nvml = pytest.mark.skipif(nvml_answers(), reason="a real NVML answers first on this machine")
@@ -36,3 +27,20 @@ def fake_nvidia_smi(folder: Path, script: str, monkeypatch: pytest.MonkeyPatch) 
 
 def replay_nvidia_smi(folder: Path, fixture: str, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_nvidia_smi(folder, f"cat '{SMI_FIXTURES / fixture}'\n", monkeypatch)
+
+
+def answering_nvidia_smi(folder: Path, monkeypatch: pytest.MonkeyPatch, table: Path, *,
+                         gpu_csv: str | None = None, apps_csv: str | None = None,
+                         refuse_compute_cap: bool = False) -> None:
+    """An `nvidia-smi` that answers like a real one per argument: the table, `--query-gpu` (or the
+    error old drivers give for an unknown field), `--query-compute-apps` (or an error when not given)."""
+    folder.mkdir(exist_ok=True)
+    (folder / "gpu.csv").write_text(gpu_csv or "")
+    (folder / "apps.csv").write_text(apps_csv or "")
+    refusal = ('  --query-gpu=*compute_cap*) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2;;\n'
+               if refuse_compute_cap else "")
+    gpu = f"  --query-gpu=*) cat '{folder / 'gpu.csv'}';;\n" if gpu_csv is not None else \
+        "  --query-gpu=*) echo 'Invalid combination of input arguments.'; exit 2;;\n"
+    apps = f"  --query-compute-apps=*) cat '{folder / 'apps.csv'}';;\n" if apps_csv is not None else \
+        "  --query-compute-apps=*) echo 'Invalid combination of input arguments.'; exit 2;;\n"
+    fake_nvidia_smi(folder, f'case "$1" in\n{refusal}{gpu}{apps}  *) cat \'{table}\';;\nesac\n', monkeypatch)

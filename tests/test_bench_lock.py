@@ -13,6 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Not a unit test (a minute of conda-lock runs); it builds its own channel, so it needs no engine.
+pytestmark = pytest.mark.world
+
 REPO = Path(__file__).resolve().parent.parent
 
 

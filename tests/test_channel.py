@@ -1,4 +1,4 @@
-"""Conda packages written by builder.channel, and the offline world built from them.
+"""Conda packages written by tests/world/channel/packages.py, and the offline world built from them.
 
 `unit` tests write small packages into temporary channels and install them with rattler.
 `world` tests use the world under ENVBUILD_WORLD_DIR (default .world/; built here when missing,
@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.channel import (
+from builder.errors import EnvbuildError
+from tests.world.channel import rattler_ops
+from tests.world.channel.packages import (
     CondaPackage,
     PackageFile,
     serve_directory,
@@ -30,8 +32,6 @@ from builder.channel import (
     write_package,
     write_package_from_tree,
 )
-from builder.errors import EnvbuildError
-from tests.world.channel import rattler_ops
 
 REPO = Path(__file__).resolve().parent.parent
 PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"

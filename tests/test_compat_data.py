@@ -66,3 +66,30 @@ def test_minor_version_compat_drivers(major: str, driver: str) -> None:
 ])
 def test_glibc_of_images(image: str, glibc: str | None) -> None:
     assert DATA.glibc_of(image) == glibc
+
+
+@pytest.mark.parametrize("release", ROWS, ids=lambda r: r.line)
+def test_every_build_has_an_arch_list_with_a_source(release) -> None:
+    for route, cuda, archs in release.builds():
+        assert archs, f"torch {release.line} {route.value} CUDA {cuda}: no arch list"
+        assert archs == sorted(archs, key=lambda a: (int(re.sub(r"\D", "", a)), a.startswith("compute")))
+        assert any(a.startswith("sm_") for a in archs)
+        if route is Route.CONDA_FORGE:
+            entry = DATA.conda_forge_archs[cuda]
+            assert entry.source and re.fullmatch(r"20\d\d-\d\d-\d\d", entry.checked)
+        else:
+            assert re.fullmatch(r"20\d\d-\d\d-\d\d", release.archs_checked)
+
+
+@pytest.mark.parametrize(("line", "route", "cuda", "present", "absent"), [
+    # conda-forge builds its own list: its 12.9 keeps Maxwell..Volta that the 12.8+ wheels dropped
+    ("2.11", Route.CONDA_FORGE, "12.9", {"sm_50", "sm_70", "sm_120"}, {"sm_61"}),
+    ("2.11", Route.PIP, "12.9", {"sm_75", "sm_120"}, {"sm_70"}),
+    # conda-forge's 11.8 has sm_89 but no Hopper kernels; the 11.8 wheels have sm_90
+    ("2.5", Route.CONDA_FORGE, "11.8", {"sm_35", "sm_89"}, {"sm_90"}),
+    ("2.5", Route.PIP, "11.8", {"sm_37", "sm_90"}, set()),
+    ("2.10", Route.CONDA_FORGE, "13.0", {"sm_75", "sm_110", "compute_120"}, {"sm_70"}),
+])
+def test_route_arch_lists_differ(line, route, cuda, present, absent) -> None:
+    archs = set(DATA.torch[line].archs_for(route, cuda))
+    assert present <= archs and not absent & archs

@@ -84,14 +84,15 @@ def test_real_cuda_torch_from_the_world_index_passes_the_smoke_suite(world, tmp_
         capture_output=True, text=True, timeout=900, env={**os.environ, **ISOLATED_PIP})
     assert install.returncode == 0, install.stderr[-3000:]
     report = tmp_path / "report.json"
+    target = resolve_targets(load_spec(SPEC))[0]
     done = subprocess.run(
         [str(python), "-m", "smoke", "--no-collect-env", "--expect-torch", "2.14.1", "--expect-cuda", "13.0",
-         "--json", str(report)],
+         "--expect-archs", ",".join(target.archs), "--json", str(report)],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": str(_suite_copy(tmp_path)), "PYTHONNOUSERSITE": "1"})
     assert report.is_file(), done.stdout[-2000:] + done.stderr[-2000:]
     checks = {c["name"]: c for c in json.loads(report.read_text())["checks"]}
-    must_pass = ["env.import_torch", "env.torch_version", "env.cuda_build", "env.cudnn", "env.compiled_archs",
+    must_pass = ["env.import_torch", "env.torch_version", "env.cuda_build", "env.cudnn", "env.arch_flags",
                  "torchvision.version", "torchvision.cuda_build", "torchvision.ops", "torchvision.resnet18_amp",
                  "amp.cpu_bf16"]
     shown = {name: (checks[name]["status"], checks[name]["reason"]) for name in must_pass if name in checks}

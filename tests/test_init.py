@@ -22,7 +22,7 @@ from builder.importer import (
     render_spec,
 )
 from builder.lint import lint_spec
-from builder.spec import load_spec
+from builder.spec import DEFAULT_CHANNELS, Route, load_spec
 from builder.target import resolve_targets
 
 pytestmark = pytest.mark.unit
@@ -152,10 +152,11 @@ def test_lines_that_cannot_be_mapped_are_listed_with_their_reason(tmp_path: Path
     unmapped = {n.entry: n.reason for n in result.unmapped}
     assert set(unmapped) == {
         "variables:", "numpy[version='>=1.24']", "-e .", "git+https://github.com/example/tool.git@v1.2",
-        "mylib @ https://example.org/mylib-1.0-py3-none-any.whl", 'pywin32==306; sys_platform == "win32"',
-        "--trusted-host pypi.internal.example",
+        "mylib @ https://example.org/mylib-1.0-py3-none-any.whl", "--trusted-host pypi.internal.example",
     }
-    assert "editable" in unmapped["-e ."] and "markers" in unmapped['pywin32==306; sys_platform == "win32"']
+    assert "editable" in unmapped["-e ."]
+    assert notes(result, "dropped")['pywin32==306; sys_platform == "win32"'] == (
+        '`sys_platform == "win32"` is false on Linux, where envbuild builds')
     assert result.spec.conda == ("h5py", "pip") and result.spec.pip == ("rich>=13",)
     assert notes(result, "assumed")["name: Research Env"].startswith("name research-env")
     # the file itself lists them, one comment line each
@@ -166,7 +167,8 @@ def test_lines_that_cannot_be_mapped_are_listed_with_their_reason(tmp_path: Path
 BROKEN = {
     "broken-not-yaml.yml": "not valid YAML at line 4",
     "broken-no-dependencies.yml": "no `dependencies:` list",
-    "broken-torch-unknown.yml": "torch 1.12.1 is not in envbuild's compatibility data (known: 2.0,",
+    "broken-torch-unknown.yml": "the nearest set it builds is torch 1.12.1 -> 2.0.1; target cuda11.3 -> cuda11.7; "
+                                "torchvision 0.13.1 -> 0.15.2 (route pytorch-channel). Run `envbuild init --from",
     "broken-conflicting-cuda.yml": "conflicting CUDA hints: 'pytorch-cuda=12.1' says CUDA 12.1, "
                                    "'cudatoolkit=11.8' says CUDA 11.8",
     "broken-torch-twice.yml": "torch comes from both conda ('pytorch=2.1.0') and pip ('torch==2.1.0')",
@@ -196,7 +198,9 @@ def test_broken_files_give_one_clear_line_and_write_nothing(tmp_path: Path, fixt
      "torch 2.13 supports Python 3.10 to 3.15, not 3.8"),
     ({"dependencies": ["pytorch>=3", "cuda-version=12.9"]},
      "no torch release in envbuild's compatibility data fits 'pytorch>=3' with route conda-forge, CUDA 12.9"),
-    ({"dependencies": ["pytorch=2.0.1", "cudatoolkit=9.2"]}, "CUDA 9.2 is older than any CUDA envbuild builds for"),
+    ({"dependencies": ["pytorch=2.0.1", "cudatoolkit=9.2"]},
+     "'cudatoolkit=9.2' is older than what envbuild builds; the nearest set it builds is target cuda9.2 -> "
+     "cuda11.2 (route conda-forge)"),
     ({"dependencies": ["pytorch=2.1.0", "torchvision=0.18.0", "cuda-version=11.8"]},
      "torchvision 0.18.0 does not pair with torch 2.1; use torchvision 0.16.2"),
 ])
@@ -253,7 +257,7 @@ def test_starter_spec_is_commented_and_valid(tmp_path: Path, monkeypatch) -> Non
     keys = [t.key for t in resolve_targets(spec)]
     assert keys[-1] == "cpu" and keys[0].startswith("cuda")
     assert spec.route.value == "conda-forge" and spec.torchvision
-    assert [f.field for f in result.findings] == ["images.runtime", "images.builder"]
+    assert [f.location.field for f in result.findings] == ["images.runtime", "images.builder"]
 
 
 def test_cli_prints_the_table_and_the_lint_findings(tmp_path: Path, monkeypatch) -> None:
@@ -262,8 +266,8 @@ def test_cli_prints_the_table_and_the_lint_findings(tmp_path: Path, monkeypatch)
     outcome = runner.invoke(cli, ["init", "--from", str(FIXTURES / "with-unmapped.yml")])
     assert outcome.exit_code == 0, outcome.output
     assert "wrote envs/research-env.yaml: torch 2.5.1, route conda-forge, targets cuda12.6" in outcome.output
-    assert "7 line(s) could not be mapped" in outcome.output
-    assert "warning: images.runtime" in outcome.output
+    assert "6 line(s) could not be mapped" in outcome.output
+    assert "warning: lint.images.unpinned" in outcome.output
     again = runner.invoke(cli, ["init", "--from", str(FIXTURES / "with-unmapped.yml")])
     assert again.exit_code == 2 and "exists; pass --force" in again.output
 
@@ -325,3 +329,180 @@ def test_torch_build_strings(build: str, expected) -> None:
                                            ("cpu", "cpu"), ("cu92", "9.2"), ("rocm6.0", None), ("simple", None)])
 def test_wheel_tags(tag: str, expected) -> None:
     assert cuda_from_tag(tag) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# The forms issue 14 found refused or misread in real files
+
+
+def draft_of(data) -> tuple[dict, dict[str, tuple[str, str]]]:
+    reading = read_environment_data(data, "environment.yml")
+    draft = draft_from_environment(reading, "probe", upgrade=True)
+    check_draft(draft, render_spec(draft))
+    return draft.data, {n.entry: (n.outcome, n.reason) for n in draft.notes}
+
+
+def test_conda_forge_build_globs_and_cuda_version_ranges_are_read() -> None:
+    data, said = draft_of({"channels": ["conda-forge"], "dependencies": [
+        "python=3.11", "pytorch>=2.1.0=cuda120*", "torchvision=*=cuda120*"]})
+    assert (data["route"], data["targets"]) == ("conda-forge", [{"cuda": "12.0"}])
+    assert said["pytorch>=2.1.0=cuda120*"][0] == "assumed" and "CUDA 12.0" in said["pytorch>=2.1.0=cuda120*"][1]
+    data, said = draft_of({"channels": ["conda-forge"], "dependencies": ["pytorch-gpu", "cuda-version>=12.0,<12.7"]})
+    assert data["route"] == "conda-forge" and data["targets"][0]["cuda"].startswith("12.")
+    assert 0 <= float(data["targets"][0]["cuda"].split(".")[1]) <= 6
+    assert "the file allows CUDA" in said["pytorch-gpu"][1] and "<12.7" in said["pytorch-gpu"][1]
+
+
+def test_pytorch_channel_prefixes_keep_their_channels() -> None:
+    data, said = draft_of({"channels": ["conda-forge", "nodefaults"], "dependencies": [
+        "python=3.10", "pytorch::pytorch>=2.1", "nvidia::pytorch-cuda=12.1"]})
+    assert data["route"] == "pytorch-channel"
+    # pytorch and nvidia are added first, which makes the list the route's default (so it is left out)
+    assert "channels" not in data and DEFAULT_CHANNELS[Route.PYTORCH_CHANNEL][:2] == ("pytorch", "nvidia")
+    assert said["channels:"] == ("assumed", "pytorch, nvidia added first: route pytorch-channel takes pytorch "
+                                            "and pytorch-cuda from them")
+    data, _ = draft_of({"channels": ["conda-forge", "bioconda"], "dependencies": ["pytorch::pytorch=2.4.1",
+                                                                                  "pytorch::pytorch-cuda=12.1"]})
+    assert data["channels"] == ["pytorch", "nvidia", "conda-forge", "bioconda"]
+
+
+def test_a_foreign_pip_index_is_dropped_with_the_packages_after_it() -> None:
+    data, said = draft_of({"dependencies": ["python=3.11", "pip", {"pip": [
+        "--extra-index-url https://download.pytorch.org/whl/cu121", "torch==2.3.1", "einops",
+        "--extra-index-url https://pypi.nvidia.com", "cudf-cu12==24.4.*"]}]})
+    assert data["pip"] == ["einops"] and data["targets"] == [{"cuda": "12.1"}]
+    assert said["cudf-cu12==24.4.*"][0] == "dropped" and "https://pypi.nvidia.com" in said["cudf-cu12==24.4.*"][1]
+
+
+def test_nvidia_cuda_wheels_are_cuda_evidence() -> None:
+    data, said = draft_of({"dependencies": ["python=3.11", "pip", {"pip": [
+        "torch==2.3.1", "nvidia-cuda-runtime-cu12==12.1.105", "nvidia-cudnn-cu12==8.9.2.26"]}]})
+    assert data["targets"] == [{"cuda": "12.1"}]
+    assert said["nvidia-cuda-runtime-cu12==12.1.105"] == ("derived", "target cuda12.1 (route pip)")
+    assert "nvidia-cuda-runtime-cu12" not in " ".join(data["pip"])
+    # a major alone narrows the choice to that major instead of the newest CUDA
+    data, _ = draft_of({"dependencies": ["python=3.11", "pip", {"pip": ["torch==2.7.1", "nvidia-nccl-cu11"]}]})
+    assert data["targets"] == [{"cuda": "11.8"}]
+    with pytest.raises(UsageError, match="conflicting CUDA majors"):
+        draft_of({"dependencies": ["pip", {"pip": ["torch==2.7.1+cu126", "cuml-cu11"]}]})
+
+
+def test_an_old_torch_is_refused_with_the_nearest_set_and_written_with_upgrade() -> None:
+    reading = read_environment_data({"dependencies": ["python=3.7", "pytorch=1.13.1", "pytorch-cuda=11.6"]},
+                                    "environment.yml")
+    with pytest.raises(UsageError) as refused:
+        draft_from_environment(reading, "probe")
+    assert "torch 1.13.1 -> 2.0.1; target cuda11.6 -> cuda11.7; python 3.7 -> 3.8" in refused.value.message
+    data, said = draft_of({"dependencies": ["python=3.7", "pytorch=1.13.1", "pytorch-cuda=11.6"]})
+    assert (data["torch"], data["python"], data["targets"]) == ("2.0.1", "3.8", [{"cuda": "11.7"}])
+    assert [o for o, _ in said.values()].count("upgraded") == 3
+
+
+def test_a_torch_newer_than_the_data_or_a_cuda_it_never_built_is_not_upgraded() -> None:
+    with pytest.raises(UsageError, match="newer than envbuild's compatibility data"):
+        draft_of({"dependencies": ["pytorch=9.0.0", "cuda-version=12.6"]})
+    with pytest.raises(UsageError, match="the first with 12.4 is 2.4"):
+        draft_of({"channels": ["pytorch", "nvidia"], "dependencies": ["pytorch=2.1.0", "pytorch-cuda=12.4"]})
+
+
+@pytest.mark.parametrize("text, route, cuda", [
+    ("--extra-index-url https://download.pytorch.org/whl/cu118\ntorch==2.1.0+cu118\ntorchvision==0.16.0+cu118\n",
+     "pip", "11.8"),
+    ("torch==2.1.2 --index-url https://download.pytorch.org/whl/cu121\nnumpy==1.26.4\n", "pip", "12.1"),
+    ("python=3.10\npytorch=2.1.0\npytorch-cuda=11.8\ntorchvision=0.16.0\n", "pytorch-channel", "11.8"),
+])
+def test_requirements_files_and_conda_lists_are_read(text: str, route: str, cuda: str) -> None:
+    from builder.import_read import read_requirements_text
+
+    draft = draft_from_environment(read_requirements_text(text, "requirements.txt"), "probe")
+    check_draft(draft, render_spec(draft))
+    assert (draft.data["route"], draft.data["targets"]) == (route, [{"cuda": cuda}])
+
+
+def test_dockerfile_args_pip_and_conda_lines_are_read() -> None:
+    from builder.import_docker import read_dockerfile_text
+
+    text = ("ARG CUDA=12.1\nFROM nvidia/cuda:${CUDA}.1-cudnn8-runtime-ubuntu22.04\n"
+            "RUN pip install --no-cache-dir torch==2.3.1 torchvision \\\n    einops && pip install -U pip\n")
+    draft = draft_from_environment(read_dockerfile_text(text, "Dockerfile"), "probe")
+    assert (draft.data["route"], draft.data["torch"], draft.data["targets"]) == ("pip", "2.3.1", [{"cuda": "12.1"}])
+    assert draft.data["pip"] == ["einops"]
+    text = "FROM continuumio/miniconda3\nRUN conda install -y -c pytorch -c nvidia pytorch=2.4.1 pytorch-cuda=12.4\n"
+    draft = draft_from_environment(read_dockerfile_text(text, "Dockerfile"), "probe")
+    assert (draft.data["route"], draft.data["targets"]) == ("pytorch-channel", [{"cuda": "12.4"}])
+
+
+def test_a_foreign_conda_lock_of_any_version_names_its_torch_build() -> None:
+    from builder.import_read import read_conda_lock_data
+
+    def record(name: str, version: str, build: str, channel: str = "conda-forge", manager: str = "conda") -> dict:
+        return {"name": name, "version": version, "manager": manager, "platform": "linux-64",
+                "url": f"https://conda.anaconda.org/{channel}/linux-64/{name}-{version}-{build}.conda"}
+
+    legacy = {"metadata": {"platforms": ["linux-64"]},  # no `version:` key at all
+              "package": [record("pytorch", "2.4.1", "py3.11_cuda12.1_cudnn9.1.0_0", "pytorch"),
+                          record("pytorch-cuda", "12.1", "ha16c6d3_6", "pytorch"), record("python", "3.11.9", "h0")]}
+    draft = draft_from_environment(read_conda_lock_data(legacy, "conda-lock.yml"), "probe")
+    assert (draft.data["route"], draft.data["torch"], draft.data["python"], draft.data["targets"]) == (
+        "pytorch-channel", "2.4.1", "3.11", [{"cuda": "12.1"}])
+    pip_torch = {"version": 3, "metadata": {"platforms": ["linux-64"]},
+                 "package": [record("python", "3.12.4", "h0"),
+                             {"name": "torch", "version": "2.5.1+cu124", "manager": "pip", "platform": "linux-64",
+                              "url": "https://download.pytorch.org/whl/cu124/torch-2.5.1%2Bcu124-cp312-linux.whl"}]}
+    draft = draft_from_environment(read_conda_lock_data(pip_torch, "conda-lock.yml"), "probe")
+    assert (draft.data["route"], draft.data["torch"], draft.data["targets"]) == ("pip", "2.5.1", [{"cuda": "12.4"}])
+    with pytest.raises(UsageError, match="has a `package:` list"):
+        read_conda_lock_data({"version": 1, "metadata": {}}, "conda-lock.yml")
+
+
+def test_a_multi_stage_dockerfile_takes_the_cuda_of_its_last_stage() -> None:
+    from builder.import_docker import read_dockerfile_text
+
+    text = ("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS build\nRUN make\n"
+            "FROM nvidia/cuda:12.1.1-runtime-ubuntu22.04\nRUN pip install torch==2.3.1\n")
+    draft = draft_from_environment(read_dockerfile_text(text, "Dockerfile"), "probe")
+    assert draft.data["targets"] == [{"cuda": "12.1"}]
+
+
+@pytest.mark.parametrize("text, outcome, reason", [
+    ("torch==2.5.1; python_version < '3.13'\n", "unmapped", "environment markers on the Python version"),
+    ('einops; sys_platform == "darwin"\ntorch==2.5.1\n', "dropped", "is false on Linux"),
+])
+def test_markers_that_linux_cannot_settle_are_not_guessed(text: str, outcome: str, reason: str) -> None:
+    from builder.import_read import read_requirements_text
+
+    reading = read_requirements_text(text, "requirements.txt")
+    entry = text.splitlines()[0]
+    assert any(n.entry == entry and n.outcome == outcome and reason in n.reason for n in reading.notes)
+
+
+def test_torch_from_a_url_is_refused_with_what_to_write() -> None:
+    from builder.import_read import read_requirements_text
+
+    with pytest.raises(UsageError, match="takes torch from a URL; pin it by version"):
+        read_requirements_text("torch @ https://download.pytorch.org/whl/cu121/torch-2.3.1.whl\n", "requirements.txt")
+
+
+@pytest.mark.parametrize("name, text", [
+    ("environment.yml", "dependencies: [1, null, {pip: [2, null]}, 'pytorch=2.5.1']\n"),
+    ("environment.yml", "dependencies: ['pytorch>=', 'cuda-version>=abc']\n"),
+    ("environment.yml", "name: [x]\ndependencies: [pytorch]\nchannels: {a: b}\n"),
+    ("requirements.txt", "torch>=2.0 --index-url\n"),
+    ("requirements.txt", "\\\n"),
+    ("conda-lock.yml", "package: [1, 2]\n"),
+    ("conda-lock.yml", "version: 1\npackage:\n- {name: pytorch, version: null}\n"),
+    ("Dockerfile", "FROM\n"),
+    ("Dockerfile", "FROM pytorch/pytorch\nRUN pip install 'unbalanced\n"),
+    ("Dockerfile", "FROM x\nRUN conda install -c\n"),
+])
+def test_odd_inputs_give_a_spec_or_one_line_never_a_traceback(tmp_path: Path, name: str, text: str) -> None:
+    from builder.errors import EnvbuildError
+    from builder.lint import lint_path
+
+    source = tmp_path / name
+    source.write_text(text, encoding="utf-8")
+    for run in (lambda: init_spec(source, out=tmp_path / "spec.yaml", force=True), lambda: lint_path(source)):
+        try:
+            run()
+        except EnvbuildError as error:
+            assert "\n" not in str(error) and str(error).startswith(str(source))

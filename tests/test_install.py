@@ -1,6 +1,6 @@
 """builder.install: the verified installer of one platform of a conda-lock.yml.
 
-Locks here are written by hand from a channel made with builder.channel (conda-lock itself runs in
+Locks here are written by hand from a channel made with tests/world/channel/packages.py (conda-lock itself runs in
 tests/test_solver_shim.py). Every rattler call runs in a child process that prints one JSON line and
 leaves with os._exit: py-rattler can crash at interpreter exit and would take pytest along, so the
 tests judge the printed line, not the exit code alone.
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from builder.channel import CondaPackage, PackageFile, serve_directory, write_package
+from tests.world.channel.packages import CondaPackage, PackageFile, serve_directory, write_package
 
 REPO = Path(__file__).resolve().parent.parent
 PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"
@@ -61,7 +61,7 @@ _DRIVER = textwrap.dedent(
 
 def _index(channel: Path) -> None:
     code = (
-        "import os, sys; from pathlib import Path; from builder.channel import index_channel; "
+        "import os, sys; from pathlib import Path; from tests.world.channel.packages import index_channel; "
         "index_channel(Path(sys.argv[1])); sys.stdout.flush(); os._exit(0)"
     )
     subprocess.run([sys.executable, "-c", code, str(channel)], cwd=REPO, check=False, timeout=120)

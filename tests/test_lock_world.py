@@ -242,3 +242,58 @@ def test_an_interrupted_lock_leaves_the_previous_lockfile_intact(world, tmp_path
     assert sorted(p.name for p in (locks / "cpu").iterdir()) == ["conda-lock.yml", "envbuild-lock.json"]
     # envbuild stopped conda-lock and its solver and removed its scratch folder
     assert list(scratch.iterdir()) == []
+
+
+def _check_json(spec: Path, locks: Path, *extra: str, python_prefix: tuple[str, ...] = ()) -> tuple[int, dict]:
+    command = [*(python_prefix or envbuild_command()), "lock", str(spec), "--channel", CHANNEL, "--locks", str(locks),
+               "--check", "--json", *extra]
+    done = subprocess.run(command, cwd=spec.parent, capture_output=True, text=True, timeout=300, env=envbuild_env())
+    assert done.stdout, done.stderr
+    return done.returncode, {r["target"]: r for r in json.loads(done.stdout)}
+
+
+def test_lock_stays_fresh_for_edits_the_solve_does_not_read_and_says_why_it_is_stale(world, tmp_path: Path) -> None:
+    body = ("description: first\ntorch: '2.13.0'\nplatforms: [linux-64]\n"
+            "targets: [{cuda: '12.9'}, {cuda: cpu}]\nconda: [numpy]\n")
+    spec = write_spec(tmp_path, "why-stale", body)
+    locks = tmp_path / "locks"
+    done = envbuild("lock", str(spec), "--channel", CHANNEL, "--locks", str(locks), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    # another description, the CPU target gone, envbuild 0.1.0 -> 0.1.1: nothing the solve reads
+    spec.write_text(spec.read_text().replace("description: first", "description: second")
+                    .replace(", {cuda: cpu}", ""))
+    bumped = (sys.executable, "-c", "import builder, sys; builder.__version__ = '0.1.1'; "
+              "from builder.cli import cli; sys.argv[0] = 'envbuild'; cli()")
+    for prefix in ((), bumped):
+        code, results = _check_json(spec, locks, python_prefix=prefix)
+        assert code == 0 and results["cuda12.9"]["status"] == "fresh", results
+    code, results = _check_json(spec, locks, "--base-image", "ubuntu:24.04")
+    assert code == 1 and results["cuda12.9"]["reasons"] == ["virtual packages changed: linux-64 __glibc 2.36 -> 2.39"]
+    code, results = _check_json(spec, locks, "--channel", f"{WORLD}/conda/pytorch")
+    assert code == 1 and results["cuda12.9"]["reasons"] == [
+        f"channels changed: {CHANNEL} -> {CHANNEL}, {WORLD}/conda/pytorch"]
+    spec.write_text(spec.read_text().replace("conda: [numpy]", "conda: ['numpy=2.3.5']"))
+    code, results = _check_json(spec, locks)
+    assert code == 1 and results["cuda12.9"]["reasons"] == ["dependencies changed: removed numpy; added numpy=2.3.5"]
+    human = envbuild("lock", str(spec), "--channel", CHANNEL, "--locks", str(locks), "--check", cwd=tmp_path)
+    assert human.returncode == 1
+    assert "cuda12.9: stale: dependencies changed: removed numpy; added numpy=2.3.5" in human.stderr
+
+
+def test_torchvision_gets_torchs_cuda_build_and_a_mixed_lock_is_refused(world, tmp_path: Path) -> None:
+    locks = tmp_path / "locks"
+    done = envbuild(*lock_args(locks, "--cuda", "12.9"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lock = read_lock(locks / "cuda12.9" / "conda-lock.yml")
+    # the world's cuda126 torchvision also accepts cuda-version 12.9 and used to win
+    assert lock.find("torchvision", "linux-64").build.startswith("cuda129_")
+    assert lock.find("pytorch", "linux-64").build.startswith("cuda129_")
+    # a spec that names another CUDA build for torchvision itself: the solve works, the lock is refused
+    spec = write_spec(tmp_path, "mixed-cuda", "torch: '2.13.0'\nplatforms: [linux-64]\ntargets: [{cuda: '12.9'}]\n"
+                      "conda: ['torchvision=0.28.0=cuda126*']\n")
+    mixed = envbuild("lock", str(spec), "--channel", CHANNEL, "--locks", str(tmp_path / "mixed"), cwd=tmp_path)
+    assert mixed.returncode == 1
+    assert "not one CUDA build, so no lockfile was written" in mixed.stderr
+    assert "torchvision 0.28.0 cuda126_py311_" in mixed.stderr and "(CUDA 12.6)" in mixed.stderr
+    assert "Traceback" not in mixed.stderr
+    assert not (tmp_path / "mixed" / "cuda12.9" / "conda-lock.yml").exists()

@@ -38,6 +38,10 @@ def test_matrix_reports_every_target_and_fails_when_one_fails(built, world_env, 
     names = {case.get("name") for case in suite.iter("testcase")}
     assert {"cpu.lock", "cpu.image", "cpu.amp.cpu_bf16", "cuda12.9.image", "cuda12.9.env.import_torch"} <= names
     assert int(suite.get("failures")) == 1
+    # Each stage's case carries the time it took, as measured (JUnit readers show and sum them).
+    times = {case.get("name"): float(case.get("time")) for case in suite.iter("testcase")}
+    assert times["cpu.image"] > 0 and times["cpu.image"] == pytest.approx(cpu["stage_seconds"]["image"], abs=0.001)
+    assert times["cpu.lock"] == pytest.approx(cpu["stage_seconds"]["lock"], abs=0.001)
 
 
 def test_frozen_matrix_fails_a_target_without_a_lock_at_the_lock_stage(world_env, tmp_path) -> None:

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.errors import UsageError
-from builder.render import docker_str, render_target, render_to
+from builder.errors import EnvbuildError, UsageError
+from builder.render import render_target, render_to
 from builder.spec import load_spec, parse_spec
 from builder.target import resolve_targets
+from builder.templates import docker_str
 
 pytestmark = pytest.mark.unit
 
@@ -132,7 +133,7 @@ def test_render_is_atomic(tmp_path: Path, monkeypatch) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr("builder.render.shutil.copytree", broken)
-    with pytest.raises(OSError):
+    with pytest.raises(EnvbuildError, match="disk full"):
         render_to(rendered, tmp_path / "ctx")
     assert (out / "Dockerfile").read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["ctx"]

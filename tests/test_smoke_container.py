@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from xml.etree import ElementTree
 
-import docker
 import pytest
 
+import docker
 from tests.conftest import envbuild
 
 pytestmark = [pytest.mark.docker, pytest.mark.world, pytest.mark.torch]

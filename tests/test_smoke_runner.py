@@ -37,3 +37,21 @@ def test_bad_options_are_one_usage_line(gpus, shm, ulimits, flag) -> None:
 def test_push_and_pull_name_an_image_the_same_way() -> None:
     assert remote_reference("127.0.0.1:5000/team/", "pytorch:2.13.0-cuda12.9") == \
         ("127.0.0.1:5000/team/pytorch", "2.13.0-cuda12.9")
+
+
+def test_the_host_reads_the_suites_own_report_model() -> None:
+    from builder.errors import EnvbuildError
+    from builder.smoke_runner import SmokeRun
+    from smoke.report import CheckResult, SmokeReport
+
+    written = SmokeReport([CheckResult("env.import_torch", "passed", "torch 2.13.0 imports", 2.5),
+                           CheckResult("gpu.matmul_per_device", "skipped", "needs 1 CUDA device(s), 0 visible")])
+    run = SmokeRun.from_json(written.to_dict(), ["ran the CPU checks only"], 12.34)
+    assert run.report == written
+    assert (run.summary, run.failed, run.summary_line()) == (
+        {"passed": 1, "failed": 0, "skipped": 1}, 0, "1 passed, 0 failed, 1 skipped")
+    assert run.table_rows()[0] == ["env.import_torch", "passed", "2.5", "torch 2.13.0 imports"]
+    assert run.as_dict()["notes"] == ["ran the CPU checks only"] and run.as_dict()["seconds"] == 12.3
+    tampered = {**written.to_dict(), "summary": {"passed": 2, "failed": 0, "skipped": 0}}
+    with pytest.raises(EnvbuildError, match="cannot read"):
+        SmokeRun.from_json(tampered, [], 0.0)

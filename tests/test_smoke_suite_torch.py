@@ -247,6 +247,47 @@ def test_cli_usage_errors_exit_2(args: list[str]) -> None:
     assert done.stderr.strip().splitlines()[-1].startswith("python -m smoke: error:")
 
 
+# --- kernels and arch lists ----------------------------------------------------------------------
+
+@needs_cpu_only
+def test_matmul_per_device_skips_without_gpus_and_fails_when_they_are_required() -> None:
+    result = _run("gpu.matmul_per_device")
+    assert (result.status, result.reason) == ("skipped", "needs 1 CUDA device(s), 0 visible")
+    assert _run("gpu.matmul_per_device", require_gpus=1).status == "failed"
+
+
+@needs_cpu_only
+def test_arch_flags_skip_on_a_cpu_build() -> None:
+    result = _run("env.arch_flags", expect_archs=("sm_80",))
+    assert (result.status, result.reason) == ("skipped", "CPU build of torch: no GPU architectures compiled in")
+
+
+@pytest.mark.parametrize(("built", "status", "words"), [
+    ("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_120", "passed", "as envbuild's data says"),
+    ("sm_80 sm_86 sm_90 sm_100 sm_120 compute_120", "failed", "missing sm_75"),
+    ("sm_70 sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 compute_120", "failed", "extra sm_70"),
+    ("", "failed", "(empty)"),
+])
+def test_arch_flags_against_the_data(monkeypatch: pytest.MonkeyPatch, built: str, status: str, words: str) -> None:
+    # What a CUDA build's torch._C reports without a GPU, against the list compat.yaml gives torch 2.13 cu130
+    from builder.compat import load_compat
+    from builder.spec import Route
+
+    expected = tuple(load_compat().torch["2.13"].archs_for(Route.PIP, "13.0"))
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch._C, "_cuda_getArchFlags", lambda: built, raising=False)
+    result = _run("env.arch_flags", expect_archs=expected)
+    assert result.status == status and words in result.reason, result.reason
+
+
+def test_cli_expect_archs_from_the_environment_and_refused_when_malformed() -> None:
+    done = _smoke("--only", "env.arch_flags", "--no-collect-env", env={"ENVBUILD_EXPECT_ARCHS": "sm_80 sm_90"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = _smoke("--only", "env.arch_flags", "--no-collect-env", "--expect-archs", "ampere")
+    assert done.returncode == 2
+    assert "--expect-archs 'ampere'" in done.stderr
+
+
 # --- torchvision ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("torch_version", "torchvision", "ok"), [

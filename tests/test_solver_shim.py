@@ -6,7 +6,7 @@ Two kinds of test:
   conda-lock's own code and types. A live run checks that conda-lock still makes those calls:
   set ENVBUILD_UPDATE_FIXTURES=1 to re-record them after a conda-lock upgrade, then review the diff.
 - end to end: `conda-lock lock/install --conda envbuild-micromamba` against a small channel made
-  here with builder.channel and served over http, from a clean working folder each time (conda-lock
+  here with tests/world/channel/packages.py and served over http, from a clean working folder each time (conda-lock
   silently reads a virtual-packages.yml in its working folder).
 
 The shim and rattler always run in child processes (py-rattler can crash at interpreter exit);
@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from builder.channel import CondaPackage, PackageFile, serve_directory, write_package
+from tests.world.channel.packages import CondaPackage, PackageFile, serve_directory, write_package
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "conda-lock-calls"
@@ -97,7 +97,7 @@ def _world(*, newer: bool = False, real_python: bool = False) -> list[CondaPacka
 
 def _index(channel: Path) -> None:
     code = (
-        "import os, sys; from pathlib import Path; from builder.channel import index_channel; "
+        "import os, sys; from pathlib import Path; from tests.world.channel.packages import index_channel; "
         "index_channel(Path(sys.argv[1])); sys.stdout.flush(); os._exit(0)"
     )
     subprocess.run([sys.executable, "-c", code, str(channel)], cwd=REPO, check=False, timeout=120)
@@ -436,7 +436,7 @@ def _read_like_conda_lock(answer: dict[str, Any], platform: str) -> dict[str, An
     answer = _reconstruct_fetch_actions(str(SHIM), platform, answer)
     planned = {}
     for action in answer["actions"]["FETCH"]:
-        assert FETCH_KEYS <= action.keys(), f"FETCH entry lacks {FETCH_KEYS - action.keys()}"
+        assert action.keys() >= FETCH_KEYS, f"FETCH entry lacks {FETCH_KEYS - action.keys()}"
         depends = {MatchSpec(d).name: d for d in action.get("depends") or []}
         planned[action["name"]] = LockedDependency(
             name=action["name"], version=action["version"], manager="conda", platform=platform,
@@ -444,7 +444,7 @@ def _read_like_conda_lock(answer: dict[str, Any], platform: str) -> dict[str, An
             hash=HashModel(md5=action["md5"], sha256=action.get("sha256")),
         )  # fmt: skip
     for link in answer["actions"]["LINK"]:
-        assert LINK_KEYS <= link.keys(), f"LINK entry lacks {LINK_KEYS - link.keys()}"
+        assert link.keys() >= LINK_KEYS, f"LINK entry lacks {LINK_KEYS - link.keys()}"
     return planned
 
 
@@ -482,7 +482,7 @@ def test_the_shim_answers_each_recorded_call(tmp_path: Path, scenario: str, inde
         listed = json.loads(done.stdout)
         installed = {e["name"]: e for e in listed}  # conda_solver._get_installed_conda_packages
         assert set(installed) == {m["name"] for m in call["prefix_conda_meta"].values()}
-        assert all(LINK_KEYS <= e.keys() for e in listed)
+        assert all(e.keys() >= LINK_KEYS for e in listed)
     elif argv[0] == "update":
         answer = json.loads(done.stdout)
         assert [e["name"] for e in answer["actions"]["LINK"]] == ["numpy"]
@@ -538,7 +538,7 @@ def test_a_long_conflict_is_trimmed_to_a_screen(tmp_path: Path) -> None:
 
 @pytest.mark.world
 def test_a_solve_past_its_timeout_stops_with_a_clear_message(tmp_path: Path) -> None:
-    from builder.channel import write_repodata
+    from tests.world.channel.packages import write_repodata
 
     # 3,600 records in a chain of upper bounds: about 0.1 s of solving here, far beyond 1 ms
     records = {

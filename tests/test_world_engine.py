@@ -16,10 +16,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import docker
 import docker.errors
 import pytest
 from docker.types import DeviceRequest
+
+import docker
 
 REPO = Path(__file__).resolve().parents[1]
 WORLD_SCRIPTS = REPO / "tests" / "world"

@@ -9,6 +9,7 @@ from smoke.registry import REGISTRY, Check
 # Registry order is run order: environment first (it probes CUDA), torchvision last.
 CHECK_MODULES = (
     "environment",
+    "kernels",
     "visibility",
     "dataparallel",
     "amp",

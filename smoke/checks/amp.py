@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -137,7 +138,7 @@ def judge_run(run: TrainRun, expected_logits_dtype: torch.dtype) -> list[str]:
     return problems
 
 
-def make_grad_scaler(device_type: str) -> object:
+def make_grad_scaler(device_type: str) -> Any:
     """torch.amp.GradScaler(device) where it exists (2.3+), else the older torch.cuda.amp one."""
     amp_scaler = getattr(torch.amp, "GradScaler", None)
     if amp_scaler is not None:

@@ -36,7 +36,7 @@ def probe_cuda() -> CudaProbe:
         try:
             available = bool(torch.cuda.is_available())
             count = int(torch.cuda.device_count()) if available else 0
-        except Exception as exc:  # a broken driver can raise instead of returning False
+        except Exception as exc:  # a broken driver can raise instead of returning False  # noqa: BLE001
             available, count, error = False, 0, f"{type(exc).__name__}: {exc}"
     messages = []
     for item in caught:

@@ -9,7 +9,7 @@ from smoke.compat import (
     FAIL,
     WARN,
     arch_coverage,
-    arch_list_verdict,
+    compare_arch_lists,
     cudnn_text,
     driver_verdict,
     load_compat_data,
@@ -67,24 +67,6 @@ def cudnn_version(ctx: Context) -> Outcome:
     return failed(f"cuDNN {loaded} loads but the compatibility data lists {expected}", **details)
 
 
-@check("env.compiled_archs")
-def compiled_archs(ctx: Context) -> Outcome:
-    """The GPU architectures torch is compiled for, read without a GPU, equal the compatibility data's."""
-    if torch.version.cuda is None:
-        return skipped("CPU build of torch: no GPU architectures")
-    # torch.cuda.get_arch_list() answers [] until CUDA initialises; the flags it splits are compiled in.
-    flags = torch._C._cuda_getArchFlags()
-    compiled = str(flags or "").split()
-    expected = target_expectations(load_compat_data()).get("archs")
-    details = {"compiled": compiled, "expected": expected}
-    if not compiled:
-        return failed(f"torch is built for CUDA {torch.version.cuda} but reports no compiled architectures", **details)
-    if not expected:
-        return passed(f"compiled for {' '.join(compiled)} (no expected list shipped with the suite)", **details)
-    ok, message = arch_list_verdict(compiled, list(expected))
-    return passed(message, **details) if ok else failed(message, **details)
-
-
 @check("env.cuda_available")
 def cuda_available(ctx: Context) -> Outcome:
     """torch.cuda.is_available(), with the warnings it raised (e.g. 'driver too old') kept."""
@@ -124,6 +106,27 @@ def driver_supports_runtime(ctx: Context) -> Outcome:
     if judged.level == WARN:
         return passed(judged.message, **details)
     return passed(f"{judged.message} (driver {reading.driver_version}, via {reading.source})", **details)
+
+
+@check("env.arch_flags")
+def arch_flags_match_the_data(ctx: Context) -> Outcome:
+    """torch's compiled arch list equals the one envbuild's data gave this build (no GPU needed)."""
+    if torch.version.cuda is None:
+        return skipped("CPU build of torch: no GPU architectures compiled in")
+    flags = getattr(torch._C, "_cuda_getArchFlags", None)
+    built = str(flags() or "").split() if flags is not None else []
+    expected = ctx.settings.expect_archs
+    if expected is None:
+        return skipped(f"no --expect-archs or ENVBUILD_EXPECT_ARCHS given; torch has {' '.join(built) or 'none'}",
+                       arch_flags=built)
+    diff = compare_arch_lists(expected, built)
+    details = {"arch_flags": built, "expected": list(expected), "missing": diff.missing, "extra": diff.extra}
+    if diff.same:
+        return passed(f"torch is built for {' '.join(built)}, as envbuild's data says", **details)
+    parts = ([f"missing {' '.join(diff.missing)}"] if diff.missing else []) + \
+        ([f"extra {' '.join(diff.extra)}"] if diff.extra else [])
+    return failed(f"torch's arch list ({' '.join(built) or 'empty'}) is not the one envbuild's data gives this "
+                  f"build ({'; '.join(parts)}): fix builder/data/compat.yaml or the build", **details)
 
 
 @check("env.arch_list", gpus=1)

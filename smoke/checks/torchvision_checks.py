@@ -102,14 +102,14 @@ def compiled_ops_run(ctx: Context) -> Outcome:
     try:
         import torchvision
         from torchvision.ops import nms
-    except Exception as exc:  # "operator torchvision::nms does not exist" surfaces at import
+    except Exception as exc:  # "operator torchvision::nms does not exist" surfaces at import  # noqa: BLE001
         return failed(f"import torchvision failed: {' '.join(str(exc).split())[:300]}")
     devices = ["cpu"] + [f"cuda:{i}" for i in range(ctx.gpu_count)]
     problems = []
     for device in devices:
         try:
             keep = nms(torch.tensor(NMS_BOXES, device=device), torch.tensor(NMS_SCORES, device=device), 0.5)
-        except Exception as exc:
+        except Exception as exc:  # any failure on a device is that device's finding  # noqa: BLE001
             problems.append(f"nms on {device}: {' '.join(str(exc).split())[:300]}")
             continue
         if keep.tolist() != NMS_KEEP:
@@ -124,7 +124,7 @@ def resnet18_step(ctx: Context) -> Outcome:
         return _not_installed()
     try:
         from torchvision.models import resnet18
-    except Exception as exc:
+    except Exception as exc:  # a broken install raises anything at import  # noqa: BLE001
         return failed(f"import torchvision failed: {' '.join(str(exc).split())[:300]}")
     runs = [("cpu", torch.bfloat16)] + [(f"cuda:{i}", torch.float16) for i in range(ctx.gpu_count)]
     problems = []

@@ -18,6 +18,8 @@ run_demo() {
     step "lint"
     "$BIN/envbuild" lint "$SPEC" || true
     step "render every target into $OUT/render"
+    # the demo's own output of an earlier run: render replaces only folders it wrote itself
+    rm -rf "$OUT/render"
     "$BIN/envbuild" render "$SPEC" --out "$OUT/render"
     step "lock the CPU target against the offline channel ($CHANNEL)"
     "$BIN/envbuild" lock "$SPEC" --cuda cpu --channel "$CHANNEL" --locks "$OUT/locks" \

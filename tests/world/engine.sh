@@ -26,7 +26,8 @@ SYSTEM_SOCKET=/var/run/docker.sock
 
 # Every package the world uses, so a fresh machine pays for one `apt-get update` only.
 # shellcheck: the generated CI pipelines' shell steps are checked with it (tests/test_ci.py).
-WORLD_PACKAGES=(docker.io debootstrap docker-registry busybox-static shellcheck)
+# rsync: gitlab-ci-local copies the repository into its build folder with it (tests/test_gitlab_local.py).
+WORLD_PACKAGES=(docker.io debootstrap docker-registry busybox-static shellcheck rsync)
 
 say() { printf 'world: %s\n' "$*"; }
 die() { printf 'world: error: %s\n' "$*" >&2; exit 1; }

@@ -38,7 +38,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from builder.channel import make_http_server
+    from tests.world.channel.packages import make_http_server
 
     from .build import world_port
 

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from builder.errors import EnvbuildError, UsageError
-from builder.channel import PACKAGE_FORMATS, index_channel, write_package, write_package_from_tree
+from tests.world.channel.packages import PACKAGE_FORMATS, index_channel, write_package, write_package_from_tree
 
 from . import debian_python, downloads, pypi, recipes
 from .local_version import with_local_version
@@ -37,7 +37,7 @@ CUDA_PINS_FILE = HERE / "cuda_wheels.txt"
 CHANNELS = ("conda-forge", "pytorch", "nvidia")
 _STAMP = ".world-stamp"
 # The code whose output is in a package file: a change here repacks everything.
-_PACKING_CODE = (HERE.parent.parent.parent / "builder" / "channel.py", HERE / "wheels.py", HERE / "debian_python.py")
+_PACKING_CODE = (HERE / "packages.py", HERE / "wheels.py", HERE / "debian_python.py")
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ def _package_key(item: recipes.Planned) -> str:
         for code in _PACKING_CODE:
             digest.update(code.read_bytes())
     else:
-        digest.update((HERE.parent.parent.parent / "builder" / "channel.py").read_bytes())
+        digest.update((HERE / "packages.py").read_bytes())
     return digest.hexdigest()
 
 

@@ -60,7 +60,7 @@ async def _solve(args: argparse.Namespace) -> list[Any]:
 
 async def _main(args: argparse.Namespace) -> Any:
     if args.op == "index":
-        from builder.channel import index_channel
+        from tests.world.channel.packages import index_channel
 
         await asyncio.to_thread(index_channel, Path(args.channel_dir))
         return {"indexed": args.channel_dir}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.channel import CondaPackage, PackageFile
+from tests.world.channel.packages import CondaPackage, PackageFile
 
 from . import debian_python
 from .wheels import WheelInfo, conda_depends, conda_name, entry_point_scripts, noarch_python_spec, unpack_wheel

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from builder.channel import CondaPackage, index_record, write_repodata
+from tests.world.channel.packages import CondaPackage, index_record, write_repodata
 
 from . import recipes
 from .build import PINS_FILE, load_table

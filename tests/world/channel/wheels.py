@@ -20,8 +20,8 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from builder.channel import PackageFile, sha256_of
 from builder.errors import EnvbuildError
+from tests.world.channel.packages import PackageFile, sha256_of
 
 # conda-build's placeholder; any installer replaces it with the real prefix.
 PREFIX_PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"

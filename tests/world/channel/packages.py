@@ -1,4 +1,4 @@
-"""Conda packages and channels made from plain files: offline worlds and air-gapped mirrors.
+"""Conda packages and channels made from plain files, for the offline test world (not shipped in the wheel).
 
 A package is written in either conda format (`.tar.bz2` with the standard library, `.conda` as a
 stored zip of two zstd tarballs) with `info/index.json`, `info/paths.json` (sha256 + size of every
@@ -27,10 +27,10 @@ import tarfile
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 from builder.errors import EnvbuildError
 

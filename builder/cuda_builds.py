@@ -1,0 +1,113 @@
+"""One CUDA build per target: companions pinned to the target's CUDA build, and a lock check.
+
+What counts as a CUDA-bearing package, how its build names its CUDA and how to pin one to a CUDA
+build are data (`builder/data/cuda_builds.yaml`); this module only applies them.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from builder.lockfile import CondaLock, LockedPackage
+from builder.spec import Route
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class RoutePins(_Data):
+    companions: tuple[str, ...] = ()
+    cuda_build: str = ""  # a build-string glob with {digits}, e.g. "cuda{digits}*"
+
+
+class CheckedPackages(_Data):
+    packages: tuple[str, ...]
+    conda_build_patterns: tuple[str, ...]
+    pip_version_patterns: tuple[str, ...]
+    version_packages: tuple[str, ...]
+
+
+class CudaBuilds(_Data):
+    routes: dict[Route, RoutePins]
+    checked: CheckedPackages
+
+
+@lru_cache(maxsize=1)
+def load_cuda_builds() -> CudaBuilds:
+    text = resources.files("builder").joinpath("data/cuda_builds.yaml").read_text(encoding="utf-8")
+    return CudaBuilds.model_validate(yaml.safe_load(text))
+
+
+def digits(cuda: str) -> str:
+    """`12.9` -> `129`: how build strings and wheel tags write a CUDA version."""
+    return cuda.replace(".", "")
+
+
+def companion_names(route: Route) -> tuple[str, ...]:
+    pins = load_cuda_builds().routes.get(route)
+    return pins.companions if pins and pins.cuda_build else ()
+
+
+def pin_to_cuda_build(spec_line: str, route: Route, cuda: str) -> str:
+    """A conda spec line of a companion, its build pinned to this CUDA's (`torchaudio` ->
+    `torchaudio[build=cuda129*]`); a line that already names a build is the spec's own choice."""
+    from rattler import MatchSpec
+
+    pins = load_cuda_builds().routes[route]
+    if MatchSpec(spec_line, strict=False).build is not None:
+        return spec_line
+    return f"{spec_line}[build={pins.cuda_build.format(digits=digits(cuda))}]"
+
+
+def package_name(spec_line: str) -> str | None:
+    from rattler import MatchSpec
+
+    name = MatchSpec(spec_line, strict=False).name
+    return name.normalized if name is not None else None
+
+
+def cuda_of(package: LockedPackage) -> str | None:
+    """The CUDA a locked package was built for, without its dot (`129`), or None (CPU, or not one
+    of the packages built per CUDA)."""
+    data = load_cuda_builds().checked
+    if package.name in data.version_packages:
+        return digits(".".join(package.version.split(".")[:2]))
+    if package.name not in data.packages:
+        return None
+    if package.manager == "pip":
+        subject, patterns = package.version, data.pip_version_patterns
+    else:
+        subject, patterns = package.build or "", data.conda_build_patterns
+    for pattern in patterns:
+        found = re.search(pattern, subject)
+        if found:
+            return digits(found.group(1))
+    return None
+
+
+def mixed_cuda_builds(lock: CondaLock, expected: dict[str, str | None]) -> list[str]:
+    """The locked packages whose CUDA is not the target's on their platform (`expected`: platform ->
+    the target's CUDA there, None where it has none), one line per platform."""
+    problems = []
+    for platform in lock.metadata.platforms:
+        want = expected.get(platform)
+        wrong = []
+        for package in lock.for_platform(platform):
+            found = cuda_of(package)
+            if found is not None and found != (digits(want) if want else None):
+                wrong.append(f"{package.name} {package.version} {package.build or ''}".rstrip()
+                             + f" (CUDA {_dotted(found)})")
+        if wrong:
+            wanted = f"CUDA {want}" if want else "no CUDA build"
+            problems.append(f"{platform}: the target needs {wanted}, but locked {', '.join(wrong)}")
+    return problems
+
+
+def _dotted(cuda_digits: str) -> str:
+    return f"{cuda_digits[:-1]}.{cuda_digits[-1]}" if len(cuda_digits) > 1 else cuda_digits

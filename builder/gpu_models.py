@@ -1,0 +1,60 @@
+"""GPU model names to CUDA compute capabilities (`builder/data/gpus.yaml`), for `fleet:` entries and host files.
+
+No other envbuild module is imported here, so the spec model can validate fleet entries with it.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+# Words that brand a product line rather than name the GPU ("NVIDIA Tesla V100-SXM2-16GB").
+BRAND_WORDS = {"NVIDIA", "TESLA", "GEFORCE", "QUADRO"}
+CAPABILITY = re.compile(r"^(?:sm_?(\d{1,2})(\d)|(\d{1,2})\.(\d))$", re.IGNORECASE)
+
+
+def _words(name: str) -> tuple[str, ...]:
+    return tuple(word for word in re.split(r"[^A-Z0-9]+", name.upper()) if word and word not in BRAND_WORDS)
+
+
+@lru_cache(maxsize=1)
+def _models() -> list[tuple[tuple[str, ...], tuple[int, int]]]:
+    text = resources.files("builder").joinpath("data/gpus.yaml").read_text(encoding="utf-8")
+    models = yaml.safe_load(text)["models"]
+    table = [(_words(name), parse_capability(str(capability))) for name, capability in models.items()]
+    # Longest name first, so "A100" wins over "A10" and "RTX 6000 ADA" over "RTX 6000".
+    return sorted(table, key=lambda row: (-len(row[0]), -sum(len(word) for word in row[0])))
+
+
+def parse_capability(text: str) -> tuple[int, int]:
+    """`8.6`, `sm_86` or `sm86` -> (8, 6); ValueError otherwise."""
+    match = CAPABILITY.match(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not a compute capability like 8.6 or sm_86")
+    major, minor = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+    return int(major), int(minor)
+
+
+def capability_of_model(name: str) -> tuple[int, int] | None:
+    """The compute capability of a GPU named like nvidia-smi names it, or None for a model not in the data."""
+    words = _words(name)
+    for model, capability in _models():
+        for start in range(len(words) - len(model) + 1):
+            if words[start:start + len(model)] == model:
+                return capability
+    return None
+
+
+def capability_of(entry: str) -> tuple[int, int] | None:
+    """A fleet entry's GPU as a capability: `8.6` / `sm_86` directly, else by model name; None when unknown."""
+    try:
+        return parse_capability(entry)
+    except ValueError:
+        return capability_of_model(entry)
+
+
+def sm_name(capability: tuple[int, int]) -> str:
+    return f"sm_{capability[0]}{capability[1]}"

@@ -1,0 +1,232 @@
+"""Child processes that never outlive envbuild, and how envbuild itself leaves.
+
+Every child runs in a process group of its own, so a timeout, Ctrl-C or SIGTERM stops what it
+started too (a solver conda-lock ran, the process nvidia-smi forked). On Linux the kernel also
+kills a child when envbuild dies (kill -9 included: PR_SET_PDEATHSIG); a forked child that starts
+grandchildren watches its parent and takes its whole group with it.
+
+Standard library only: the in-image installer ships this module beside install.py.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PARENT_POLL_S = 0.2
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (CI cancelling a job, a closed terminal): unwinds like Ctrl-C, so every
+    `finally` and `except KeyboardInterrupt` that removes a container or a folder runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class ProcessTimeout(Exception):
+    """A child ran past its time; it and everything it started were killed."""
+
+    def __init__(self, what: str, timeout: float) -> None:
+        super().__init__(f"{what} ran past {timeout:.0f} s and was stopped")
+        self.what = what
+        self.timeout = timeout
+
+
+@dataclass(frozen=True)
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def last_lines(self, count: int = 5) -> list[str]:
+        lines = [line.strip() for line in (self.stderr or self.stdout).splitlines() if line.strip()]
+        return lines[-count:]
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    """Loaded before any fork: a child between fork and exec should not load libraries."""
+    global _libc
+    if _libc is None and sys.platform == "linux":
+        try:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            _libc = None
+    return _libc
+
+
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send `signum` to this process when its parent dies (Linux only)."""
+    libc = _load_libc()
+    if libc is not None:
+        libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+
+
+def _own_group_dying_with(parent: int):
+    def setup() -> None:
+        os.setsid()
+        die_with_parent()
+        if os.getppid() != parent:  # the parent died before the request was in place
+            os._exit(137)
+
+    return setup
+
+
+def popen(command: Sequence[str], **kwargs) -> subprocess.Popen:
+    """subprocess.Popen in its own session, killed with envbuild."""
+    _load_libc()
+    return subprocess.Popen(list(command), preexec_fn=_own_group_dying_with(os.getpid()), **kwargs)
+
+
+def run(command: Sequence[str], *, timeout: float, what: str, env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None, input: bytes | None = None) -> Completed:
+    """Run to completion and capture its output as text (undecodable bytes replaced, never an error).
+
+    A timeout kills the child's whole group and raises ProcessTimeout; Ctrl-C or SIGTERM kill the
+    group too before they go on. A grandchild left holding the pipes ends with the group."""
+    process = popen(command, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    env=dict(env) if env is not None else None, cwd=cwd)
+    try:
+        stdout, stderr = process.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(process.pid)
+        process.communicate()
+        raise ProcessTimeout(what, timeout) from None
+    except BaseException:
+        kill_group(process.pid)
+        process.communicate()
+        raise
+    kill_group(process.pid)  # anything it left running in its group
+    return Completed(process.returncode, _text(stdout), _text(stderr))
+
+
+def _text(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", errors="replace")
+
+
+def kill_group(pid: int, signum: int = signal.SIGKILL) -> None:
+    """Signal a child's whole process group (it leads one of its own)."""
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def lead_own_group_dying_with_parent() -> None:
+    """In a forked child that runs other programs: lead a process group, and when the parent dies
+    (kill -9 included) kill the whole group, grandchildren too. The kernel's death signal reaches
+    this process only; the watch thread covers the grandchildren and systems without prctl."""
+    parent = os.getppid()
+    os.setpgrp()
+
+    def end_group(signum: int = 0, frame: object = None) -> None:
+        os.killpg(0, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, end_group)
+    die_with_parent(signal.SIGTERM)
+    if os.getppid() != parent:
+        end_group()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        end_group()
+
+    threading.Thread(target=watch, name="envbuild-parent-watch", daemon=True).start()
+
+
+@contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt) in the main thread while inside."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Terminated(signum)
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def exit_now(code: int) -> None:
+    """Leave without interpreter teardown: py-rattler crashes at exit (SIGSEGV/SIGABRT) in some short
+    runs after the work is done, which would turn a success into a crash."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+# --- folders named after the process that owns them -----------------------------------------------
+
+OWNER_PID = re.compile(r"-pid(\d+)-")
+
+
+def owned_name(prefix: str) -> str:
+    """A folder-name prefix that carries this process's id, so a later run can tell stale from busy."""
+    return f"{prefix}-pid{os.getpid()}-"
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale_folders(parent: Path, prefix: str) -> list[Path]:
+    """Folders (or files) under `parent` named by owned_name(prefix) whose owner no longer runs."""
+    found = []
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.startswith(prefix + "-pid"):
+            continue
+        owner = OWNER_PID.search(entry.name[len(prefix):])
+        if owner and int(owner.group(1)) != os.getpid() and not process_alive(int(owner.group(1))):
+            found.append(entry)
+    return found
+
+
+def remove_stale_folders(parent: Path, prefix: str) -> list[Path]:
+    """What killed runs left behind (they cannot clean up after kill -9): removed on the next run."""
+    removed = []
+    for folder in stale_folders(parent, prefix):
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            try:
+                folder.unlink()
+            except OSError:
+                continue
+        if not folder.exists():
+            removed.append(folder)
+    return removed

@@ -1,0 +1,116 @@
+"""`envbuild summary`: the JSON reports of a CI job (lock check, image, matrix) as one Markdown page.
+
+GitHub shows what a step appends to `$GITHUB_STEP_SUMMARY` on the run's page; GitLab keeps the file
+as an artifact. A report that cannot be read (a job stopped while writing it) becomes a line saying
+so, not an error: the summary step runs after failures, when such files are likely.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from builder.reports import human_size
+
+Kind = Literal["lock", "image", "matrix", "unreadable"]
+STATUS_MARKS = {"fresh": "✅", "locked": "✅", "unchanged": "✅", "ok": "✅", "passed": "✅",
+                "stale": "❌", "missing": "❌", "failed": "❌", "skipped": "⏭️"}
+
+
+@dataclass(frozen=True)
+class Report:
+    path: Path
+    kind: Kind
+    rows: list[dict[str, Any]]
+    problem: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "kind": self.kind, "rows": self.rows, "problem": self.problem}
+
+
+def report_kind(rows: Any) -> Kind:
+    """Which command wrote these rows, told by the keys only that command writes."""
+    if not isinstance(rows, list) or not rows or not all(isinstance(row, dict) for row in rows):
+        return "unreadable"
+    keys = set(rows[0])
+    if {"stage", "result", "checks"} <= keys:
+        return "matrix"
+    if {"image_id", "tags"} <= keys:
+        return "image"
+    if {"status", "input_hash"} <= keys:
+        return "lock"
+    return "unreadable"
+
+
+def read_report(path: Path) -> Report:
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return Report(path, "unreadable", [], f"cannot be read ({exc.strerror})")
+    except ValueError:
+        return Report(path, "unreadable", [], "is empty or not JSON (the command stopped before writing it)")
+    kind = report_kind(rows)
+    return Report(path, kind, rows if kind != "unreadable" else [],
+                  "" if kind != "unreadable" else "is not an envbuild lock, image or matrix report")
+
+
+def cell(value: Any) -> str:
+    """One Markdown table cell: a `|` or a newline would break the row."""
+    return " ".join(str("" if value is None else value).split()).replace("|", "\\|")
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows]
+    return lines
+
+
+def _mark(status: str) -> str:
+    return f"{STATUS_MARKS.get(status, '')} {status}".strip()
+
+
+def _lock_section(report: Report) -> list[str]:
+    return _table(["target", "lock", "what to do"],
+                  [[row["target"], _mark(row["status"]),
+                    "; ".join(text for text in (row.get("message"), row.get("hint")) if text)] for row in report.rows])
+
+
+def _image_section(report: Report) -> list[str]:
+    return _table(["target", "image", "size", "pushed", "seconds"],
+                  [[row["target"], " ".join(row.get("tags") or []), human_size(row.get("size")),
+                    "yes" if row.get("pushed") else "no", row.get("seconds", "")] for row in report.rows])
+
+
+def _matrix_section(report: Report) -> list[str]:
+    lines = _table(
+        ["target", "CUDA", "lock", "stage reached", "image", "size", "passed", "failed", "skipped", "seconds",
+         "result"],
+        [[row["target"], row.get("cuda", ""), row.get("lock", ""), row["stage"], row.get("image", ""),
+          human_size(row.get("image_size")),
+          *(row.get("summary", {}).get(k, "") for k in ("passed", "failed", "skipped")),
+          row.get("seconds", ""), ("✅ " if row.get("ok") else "❌ ") + str(row["result"])] for row in report.rows])
+    problems = [(row["target"], row["stage"], row["error"]) for row in report.rows if row.get("error")]
+    problems += [(row["target"], check["name"], check.get("reason") or "failed")
+                 for row in report.rows for check in row.get("checks", []) if check.get("status") == "failed"]
+    if problems:
+        lines += ["", "**What failed**", ""]
+        lines += [f"- `{cell(target)}` {cell(what)}: {cell(reason)}" for target, what, reason in problems]
+    return lines
+
+
+SECTIONS = {"lock": ("lock check", _lock_section), "image": ("images", _image_section),
+            "matrix": ("smoke tests", _matrix_section)}
+
+
+def markdown_summary(reports: Sequence[Report]) -> str:
+    lines: list[str] = []
+    for report in reports:
+        if report.kind == "unreadable":
+            lines += [f"- `{cell(report.path)}` {report.problem}", ""]
+            continue
+        title, section = SECTIONS[report.kind]
+        lines += [f"### envbuild {title}: `{cell(report.path)}`", "", *section(report), ""]
+    return "\n".join(lines)
