@@ -2,7 +2,8 @@
 
 The suite runs with torch and the standard library only, so it cannot read builder/data/compat.yaml;
 every build context (and `envbuild smoke --local`) gets this file made from that data instead, so
-there is one source of truth for the torch -> torchvision pairing and a target's cuDNN (its arch list travels as ENVBUILD_EXPECT_ARCHS).
+there is one source of truth for the torch -> torchvision pairing and a target's cuDNN (its arch list
+travels as ENVBUILD_EXPECT_ARCHS).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def cudnn_version(ctx: Context) -> Outcome:
         return failed(f"torch is built for CUDA {torch.version.cuda} but without cuDNN")
     try:
         loaded = cudnn_text(int(torch.backends.cudnn.version()))
-    except Exception as exc:  # libcudnn missing or the wrong one: torch raises while loading it
+    except (RuntimeError, OSError) as exc:  # libcudnn missing or the wrong one: torch raises while loading it
         return failed(f"cuDNN does not load: {' '.join(str(exc).split())[:300]}")
     expected = target_expectations(load_compat_data()).get("cudnn")
     details = {"cudnn": loaded, "expected": expected}

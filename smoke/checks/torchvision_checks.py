@@ -80,18 +80,20 @@ def cuda_build_agrees(ctx: Context) -> Outcome:
         import torchvision  # noqa: F401  (registers torch.ops.torchvision)
 
         number = int(torch.ops.torchvision._cuda_version())
-    except Exception as exc:  # a major mismatch already raises at import
+    except Exception as exc:  # a major mismatch already raises at import; a broken install anything  # noqa: BLE001
         return failed(f"torchvision's CUDA build cannot be read: {' '.join(str(exc).split())[:300]}")
     built_for = cuda_from_version_number(number)
     torch_cuda = torch.version.cuda
     torch_major_minor = ".".join(torch_cuda.split(".")[:2]) if torch_cuda else None
     details = {"torchvision_cuda": built_for, "torch_cuda": torch_cuda}
-    shown = {None: "CPU"}
     if built_for == torch_major_minor:
-        return passed(f"torchvision and torch are both built for {shown.get(built_for, f'CUDA {built_for}')}",
-                      **details)
-    return failed(f"torchvision is built for {shown.get(built_for, f'CUDA {built_for}')} but torch for "
-                  f"{shown.get(torch_major_minor, f'CUDA {torch_major_minor}')}", **details)
+        return passed(f"torchvision and torch are both built for {_build_name(built_for)}", **details)
+    return failed(f"torchvision is built for {_build_name(built_for)} but torch for {_build_name(torch_major_minor)}",
+                  **details)
+
+
+def _build_name(cuda: str | None) -> str:
+    return f"CUDA {cuda}" if cuda else "CPU"
 
 
 @check("torchvision.ops")
