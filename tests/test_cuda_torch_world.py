@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -62,8 +64,6 @@ def test_index_serves_the_cuda_builds_under_their_local_version(world, project: 
 
 def _suite_copy(folder: Path) -> Path:
     """The suite with the data envbuild writes into the image of the pip-route CUDA 13.0 target."""
-    import shutil
-
     from builder.render import smoke_dir
 
     target = resolve_targets(load_spec(SPEC))[0]
@@ -73,10 +73,17 @@ def _suite_copy(folder: Path) -> Path:
     return suite.parent
 
 
+@pytest.fixture
+def venv(tmp_path: Path) -> Iterator[Path]:
+    """A fresh venv, removed after the test: pytest keeps old temp folders, and this one is 5.5 GB."""
+    folder = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=120)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.cuda_torch
-def test_real_cuda_torch_from_the_world_index_passes_the_smoke_suite(world, tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+def test_real_cuda_torch_from_the_world_index_passes_the_smoke_suite(world, venv: Path, tmp_path: Path) -> None:
     python = venv / "bin" / "python"
     install = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--index-url", PIP_INDEX,
