@@ -29,13 +29,9 @@ from pathlib import Path
 
 import yaml
 
-from builder.lock import (
-    LOCK_FILE,
-    conda_lock_args,
-    find_solver,
-    lock_inputs,
-    write_conda_lock_inputs,
-)
+from builder.lock import find_solver
+from builder.lock_inputs import lock_inputs
+from builder.lock_run import LOCK_FILE, conda_lock_args, write_conda_lock_inputs
 from builder.spec import Route, load_spec
 from builder.target import Sources, resolve_targets
 from tests.world.channel.synthetic import make_synthetic_channel

@@ -11,10 +11,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from builder.spec import Route
+from builder.yamlio import load_yaml
 
 Confidence = Literal["verified", "partly", "projected"]
 
@@ -138,7 +138,7 @@ def paired_torchvision(release: TorchRelease, torchvision: str) -> bool:
 @lru_cache(maxsize=1)
 def load_compat() -> CompatData:
     text = resources.files("builder").joinpath("data/compat.yaml").read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)
+    raw = load_yaml(text)
     conda_forge = raw.get("conda_forge_archs") or {}
     for line, row in raw.get("torch", {}).items():
         row["line"] = str(line)
@@ -150,7 +150,7 @@ def load_compat() -> CompatData:
 @lru_cache(maxsize=1)
 def load_platforms() -> dict[str, PlatformInfo]:
     text = resources.files("builder").joinpath("data/platforms.yaml").read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)
+    raw = load_yaml(text)
     return {name: PlatformInfo.model_validate(row) for name, row in raw["platforms"].items()}
 
 

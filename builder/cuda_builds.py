@@ -10,11 +10,11 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
 from builder.lockfile import CondaLock, LockedPackage
 from builder.spec import Route
+from builder.yamlio import load_yaml
 
 
 class _Data(BaseModel):
@@ -41,7 +41,7 @@ class CudaBuilds(_Data):
 @lru_cache(maxsize=1)
 def load_cuda_builds() -> CudaBuilds:
     text = resources.files("builder").joinpath("data/cuda_builds.yaml").read_text(encoding="utf-8")
-    return CudaBuilds.model_validate(yaml.safe_load(text))
+    return CudaBuilds.model_validate(load_yaml(text))
 
 
 def digits(cuda: str) -> str:
@@ -65,11 +65,14 @@ def pin_to_cuda_build(spec_line: str, route: Route, cuda: str) -> str:
     return f"{spec_line}[build={pins.cuda_build.format(digits=digits(cuda))}]"
 
 
-def package_name(spec_line: str) -> str | None:
-    from rattler import MatchSpec
+# `[channel::]name...`: only the name is read here, for every conda line the spec has; rattler's
+# full MatchSpec parser (a tenth of a second to import) is kept for the companion lines it pins.
+_SPEC_NAME = re.compile(r"^\s*(?:[^\s:]+::)?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 
-    name = MatchSpec(spec_line, strict=False).name
-    return name.normalized if name is not None else None
+
+def package_name(spec_line: str) -> str | None:
+    found = _SPEC_NAME.match(spec_line)
+    return found.group(1).lower() if found else None
 
 
 def cuda_of(package: LockedPackage) -> str | None:

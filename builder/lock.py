@@ -4,6 +4,8 @@ Each target is locked by real conda-lock in its own forked process (conda-lock's
 paid once, in the parent), with a timeout, in a clean temporary folder (conda-lock silently uses a
 `virtual-packages.yml` it finds in its working folder), with the target's virtual packages written
 out explicitly. Results are renamed into place only when complete, under a file lock per env.
+What a solve reads is builder/lock_inputs.py, how conda-lock runs builder/lock_run.py, how its
+failures read builder/lock_explain.py; this module decides what to lock and commits the results.
 
 Layout, next to the spec (`envs/pytorch.yaml`):
     envs/pytorch/locks/<target>/conda-lock.yml      what conda-lock wrote; commit it
@@ -13,47 +15,39 @@ Layout, next to the spec (`envs/pytorch.yaml`):
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
 import shlex
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import filelock
-import yaml
 from pydantic import BaseModel
 
 from builder import __version__
 from builder.cuda_builds import mixed_cuda_builds
 from builder.errors import EnvbuildError
+from builder.lock_explain import explain_failure, pip_hint
 from builder.lock_inputs import (
     OWN_SOLVER,
     LockInputs,
     check_update_names,
     lock_inputs,
-    mapping_file,
     stale_reasons,
 )
+from builder.lock_run import LOCK_FILE, Job, run_jobs, solver_service, write_conda_lock_inputs
 from builder.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.proc import (
-    exit_now,
-    kill_group,
-    lead_own_group_dying_with_parent,
     owned_name,
     remove_stale_folders,
-    signals_as_interrupt,
 )
 from builder.spec import default_lock_folder
 from builder.target import Target
 
-LOCK_FILE = "conda-lock.yml"
 INFO_FILE = "envbuild-lock.json"
 GUARD_FILE = ".envbuild-lock.lock"
 SCRATCH_PREFIX = "envbuild-lock"
@@ -199,6 +193,8 @@ def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
 
     Folders it had to create are removed again when nothing was written into them (a first lock
     that failed leaves no empty lock folder behind)."""
+    import filelock  # imported here: a no-op run (every lock fresh) takes no file lock
+
     created = _missing_ancestors(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -241,119 +237,7 @@ def _remove_empty(folders: list[Path]) -> None:
             return  # not empty (a lock was written) or already gone
 
 
-def conda_lock_args(work: Path, inputs: LockInputs, solver: Path, update: Sequence[str] = ()) -> list[str]:
-    """conda-lock's command line for one target whose inputs `write_conda_lock_inputs` put in `work`."""
-    args = [
-        "lock", "--conda", str(solver), "--no-mamba", "--no-micromamba",
-        "-f", str(work / "environment.yml"),
-        "--virtual-package-spec", str(work / "target-virtual-packages.yml"),
-        "--lockfile", str(work / LOCK_FILE),
-        "--pypi_to_conda_lookup_file", str(mapping_file()),
-        "--log-level", "WARNING",
-    ]
-    for platform in inputs.target.platforms:
-        args += ["-p", platform]
-    for package in update:
-        args += ["--update", package]
-    return args
-
-
-def write_conda_lock_inputs(work: Path, inputs: LockInputs) -> None:
-    """The rendered environment.yml and the explicit virtual packages, in a clean folder."""
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "environment.yml").write_text(inputs.environment_yml, encoding="utf-8")
-    (work / "target-virtual-packages.yml").write_text(inputs.virtual_packages_yml(), encoding="utf-8")
-
-
-@dataclass(frozen=True)
-class _Job:
-    inputs: LockInputs
-    folder: Path
-    solver: Path
-    update: tuple[str, ...]
-    work: Path
-    reasons: tuple[str, ...] = ()  # why this target is solved again
-
-
-def _run_conda_lock(job: _Job) -> int:
-    """In the forked child: run conda-lock's CLI in-process with output sent to a log file."""
-    # Its own group, so a timeout can stop conda-lock and every solver process it started; and the
-    # group dies with envbuild (kill -9 included) instead of solving on for minutes.
-    lead_own_group_dying_with_parent()
-    work = job.work
-    os.chdir(work)
-    # conda-lock and its solver calls make temporary folders; they go where envbuild removes them.
-    private_tmp = work / "tmp"
-    private_tmp.mkdir(exist_ok=True)
-    os.environ["TMPDIR"] = str(private_tmp)
-    tempfile.tempdir = str(private_tmp)
-    log = os.open(work / "conda-lock.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.environ.setdefault("POETRY_CACHE_DIR", str(work / "poetry-cache"))
-    _use_libyaml()
-    from conda_lock.conda_lock import main as conda_lock_cli
-
-    try:
-        conda_lock_cli.main(args=conda_lock_args(work, job.inputs, job.solver, job.update), standalone_mode=False)
-        return 0
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    except BaseException as exc:  # conda-lock's own errors: the log keeps the explanation
-        print(f"envbuild: conda-lock failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-
-
-def _use_libyaml() -> None:
-    """In the forked child only: conda-lock reads and writes lockfiles with PyYAML's pure-Python
-    loader and emitter, a third of a target's time for an env of a few hundred packages; libyaml
-    writes the same bytes (bench/lock and its test compare with plain conda-lock's) 3x faster."""
-    if not yaml.__with_libyaml__:
-        return
-    yaml.dump = functools.partial(yaml.dump, Dumper=yaml.CDumper)  # type: ignore[assignment]
-    yaml.safe_load = functools.partial(yaml.load, Loader=yaml.CSafeLoader)  # type: ignore[assignment]
-
-
-def _child_main(job: _Job) -> None:
-    code = 1
-    try:
-        code = _run_conda_lock(job)
-    except BaseException as exc:
-        print(f"envbuild: could not run conda-lock: {type(exc).__name__}: {exc}", file=sys.stderr)
-    finally:
-        exit_now(code)
-
-
-def _explain_failure(log_text: str) -> str:
-    """The lines of conda-lock's output that explain a failure, without traceback noise."""
-    lines = [line.rstrip() for line in log_text.splitlines() if line.strip()]
-    # conda-lock prints the solver's explanation between these two lines.
-    start = next((i for i, line in enumerate(lines) if "Could not lock the environment" in line), None)
-    if start is not None:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].strip().startswith("Command:")), len(lines))
-        return "\n".join(lines[start:end][:25])
-    marked = [line for line in lines if "envbuild:" in line or "conflict" in line.lower()
-              or "cannot be installed" in line.lower() or "unsatisfiable" in line.lower()
-              or "nothing provides" in line.lower()]
-    keep = marked or [line for line in lines if not line.startswith(("  File ", "Traceback", "    "))]
-    # conda-lock's pip solver (poetry) names the environment "-dummy-package-"
-    text = "\n".join(keep[-20:]).replace("-dummy-package- depends on", "the environment needs")
-    return text or "conda-lock failed without output"
-
-
-def _pip_hint(target: Target, explanation: str) -> str:
-    """Where a pip-side failure points: the index the pip packages were asked from."""
-    pip_side = ("SolverProblemError", "ConnectionError", "installation candidates", "PipRepository")
-    if not target.pip_index or not any(marker in explanation for marker in pip_side):
-        return ""
-    return (f"\nhint: the pip packages of this target come from {target.pip_index}; "
-            "give --pip-index URL ({tag} allowed) for a reachable index that has them")
-
-
-def _prepare(job: _Job, existing: Path) -> None:
+def _prepare(job: Job, existing: Path) -> None:
     write_conda_lock_inputs(job.work, job.inputs)
     if job.update:
         if not existing.is_file():
@@ -372,7 +256,7 @@ def refuse_mixed_cuda(lock: CondaLock, target: Target) -> None:
                             + ". Pin those packages' builds in the spec (name=version=cudaXYZ*) or drop them")
 
 
-def _commit(job: _Job) -> LockResult:
+def _commit(job: Job) -> LockResult:
     """Validate the new lockfile, then rename it and its info into place (old lock kept until then)."""
     produced = job.work / LOCK_FILE
     lock = read_lock(produced)
@@ -408,54 +292,19 @@ def _commit(job: _Job) -> LockResult:
                       torch_builds=builds, package_counts=counts, reasons=list(job.reasons))
 
 
-def _run_jobs(jobs: list[_Job], parallel: int, timeout: float) -> list[LockResult]:
-    # Imported once here so each forked child starts with conda-lock loaded.
-    import conda_lock.conda_lock  # noqa: F401
-
-    context = multiprocessing.get_context("fork")
-    pending = list(jobs)
-    running: dict[int, tuple[_Job, multiprocessing.process.BaseProcess, float]] = {}
-    results: dict[str, LockResult] = {}
-    try:
-        with signals_as_interrupt():
-            while pending or running:
-                while pending and len(running) < parallel:
-                    job = pending.pop(0)
-                    process = context.Process(target=_child_main, args=(job,), daemon=False)
-                    process.start()
-                    running[process.pid] = (job, process, time.monotonic())
-                time.sleep(0.02)
-                for pid, (job, process, started) in list(running.items()):
-                    elapsed = time.monotonic() - started
-                    if process.exitcode is None and elapsed > timeout:
-                        kill_group(pid)
-                        process.join()
-                        results[job.inputs.target.key] = LockResult(
-                            job.inputs.target.key, "failed", job.folder / LOCK_FILE, elapsed,
-                            message=f"locking took longer than {timeout:.0f} s and was stopped",
-                        )
-                        del running[pid]
-                    elif process.exitcode is not None:
-                        process.join()
-                        results[job.inputs.target.key] = _finish(job, process.exitcode, elapsed)
-                        del running[pid]
-    finally:
-        # Ctrl-C or SIGTERM: the children run in process groups of their own, which a terminal's
-        # Ctrl-C does not reach; stop them (and their solver processes) before leaving.
-        for pid, (_, process, _) in running.items():
-            kill_group(pid)
-            process.join()
-    return [results[job.inputs.target.key] for job in jobs]
+def _timed_out(job: Job, elapsed: float, timeout: float) -> LockResult:
+    return LockResult(job.inputs.target.key, "failed", job.folder / LOCK_FILE, elapsed,
+                      message=f"locking took longer than {timeout:.0f} s and was stopped")
 
 
-def _finish(job: _Job, exitcode: int, elapsed: float) -> LockResult:
+def _finish(job: Job, exitcode: int, elapsed: float) -> LockResult:
     key = job.inputs.target.key
     log_path = job.work / "conda-lock.log"
     log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.is_file() else ""
     if exitcode != 0 or not (job.work / LOCK_FILE).is_file():
-        explanation = _explain_failure(log_text)
+        explanation = explain_failure(log_text)
         return LockResult(key, "failed", job.folder / LOCK_FILE, elapsed,
-                          message=explanation + _pip_hint(job.inputs.target, explanation))
+                          message=explanation + pip_hint(job.inputs.target, explanation))
     try:
         result = _commit(job)
     except EnvbuildError as exc:
@@ -478,10 +327,14 @@ def lock_targets(
     """Lock every target whose inputs changed (all of them with `force` or `update`)."""
     if not targets:
         return []
+    if not (force or update):
+        unchanged = _all_unchanged(targets, lock_root, replaced_pip_index, solver)
+        if unchanged is not None:
+            return unchanged
     env_folder = default_lock_dir(targets[0], lock_root).parent
     with env_file_lock(env_folder, timeout=timeout * max(1, len(targets))):
         results: dict[str, LockResult] = {}
-        jobs: list[_Job] = []
+        jobs: list[Job] = []
         solver_path = find_solver(solver)
         all_inputs = [lock_inputs(target, replaced_pip_index, solver_path.name) for target in targets]
         for inputs in all_inputs if update else ():
@@ -504,17 +357,42 @@ def lock_targets(
                                                      package_counts=info.package_counts)
                     continue
                 reasons = _relock_reasons(inputs, folder, force, update)
-                job = _Job(inputs, folder, solver_path, tuple(update), scratch / target.key, tuple(reasons))
+                job = Job(inputs, folder, solver_path, tuple(update), scratch / target.key, tuple(reasons))
                 _prepare(job, folder / LOCK_FILE)
                 jobs.append(job)
             # A target's process waits on its solver calls much of the time: twice the cores keeps
             # them busy (3 targets on 2 cores: 2.4 s with 3 processes, 2.8 s with 2).
             workers = parallel or min(len(jobs), 2 * (os.cpu_count() or 1)) or 1
-            for result in _run_jobs(jobs, workers, timeout) if jobs else []:
-                results[result.target] = result
+            with solver_service(scratch, solver_path, bool(jobs)):
+                stopped = functools.partial(_timed_out, timeout=timeout)
+                for result in run_jobs(jobs, workers, timeout, _finish, stopped) if jobs else []:
+                    results[result.target] = result
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return [results[t.key] for t in targets]
+
+
+def _all_unchanged(targets: Sequence[Target], lock_root: Path | None, replaced_pip_index: bool,
+                   solver: str | None) -> list[LockResult] | None:
+    """Every target's result when all locks are fresh, else None; read without the env's file lock.
+
+    A lock and its info are each renamed into place whole, and a lock is fresh only when the info
+    names this lockfile's sha256, so a half-finished write elsewhere reads as stale (and the caller
+    then waits for the file lock), never as fresh. The no-op run neither waits nor imports filelock."""
+    solver_name = find_solver(solver).name
+    results = []
+    for target in targets:
+        inputs = lock_inputs(target, replaced_pip_index, solver_name)
+        folder = default_lock_dir(target, lock_root)
+        try:
+            info = fresh_info(inputs, folder)
+        except EnvbuildError:
+            return None
+        if info is None:
+            return None
+        results.append(LockResult(target.key, "unchanged", folder / LOCK_FILE, input_hash=inputs.input_hash,
+                                  torch_builds=info.torch_builds, package_counts=info.package_counts))
+    return results
 
 
 def _shown_path(path: Path) -> str:

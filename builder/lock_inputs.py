@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import yaml
 from builder.errors import EnvbuildError
 from builder.render import environment_context, render_target
 from builder.target import Target
+from builder.yamlio import load_yaml
 
 OWN_SOLVER = "envbuild-micromamba"
 # Bump when the meaning of a field changes, so locks recorded under the old meaning read as stale.
@@ -93,13 +94,22 @@ def material_hash(material: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class LockInputs:
     target: Target
-    environment_yml: str
-    virtual_packages: dict[str, dict[str, str]]
+    replaced_pip_index: bool
     material: dict[str, Any]
 
     @property
     def input_hash(self) -> str:
         return material_hash(self.material)
+
+    @property
+    def virtual_packages(self) -> dict[str, dict[str, str]]:
+        return self.material["virtual_packages"]
+
+    @cached_property
+    def environment_yml(self) -> str:
+        """What conda-lock reads; rendered only for a target that is solved (a fresh lock needs
+        only the material)."""
+        return render_target(self.target, sources_replaced_pip=self.replaced_pip_index).environment_yml
 
     def virtual_packages_yml(self) -> str:
         subdirs = {p: {"packages": packages} for p, packages in self.virtual_packages.items()}
@@ -107,9 +117,7 @@ class LockInputs:
 
 
 def lock_inputs(target: Target, replaced_pip_index: bool = False, solver_name: str = OWN_SOLVER) -> LockInputs:
-    rendered = render_target(target, sources_replaced_pip=replaced_pip_index)
-    material = lock_material(target, replaced_pip_index, solver_name)
-    return LockInputs(target, rendered.environment_yml, material["virtual_packages"], material)
+    return LockInputs(target, replaced_pip_index, lock_material(target, replaced_pip_index, solver_name))
 
 
 def stale_reasons(recorded: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
@@ -163,7 +171,7 @@ def updatable_packages(inputs: LockInputs) -> list[str]:
     from rattler import MatchSpec
 
     names: set[str] = set()
-    for dependency in yaml.safe_load(inputs.environment_yml).get("dependencies") or []:
+    for dependency in load_yaml(inputs.environment_yml).get("dependencies") or []:
         if isinstance(dependency, str):
             name = MatchSpec(dependency, strict=False).name
             if name is not None:

@@ -7,14 +7,16 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:  # rich takes a tenth of a second to import; --json output never needs it
+    from rich.console import Console
 
 
 def console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
     # CI logs and pipes get plain text; a terminal gets colour.
     plain = os.environ.get("CI") == "true" or os.environ.get("NO_COLOR") is not None
     return Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=False,
@@ -22,6 +24,8 @@ def console(stderr: bool = False) -> Console:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", show_lines=False)
     for column in columns:
         table.add_column(column, overflow="fold")

@@ -42,6 +42,7 @@ from builder.proc import die_with_parent, exit_now
 # Bound at run time by _load_solver_libraries(), only for the calls that solve or install.
 if TYPE_CHECKING:
     import asyncio  # noqa: TC004
+    import socket  # noqa: TC004
 
     import rattler  # noqa: TC004
     from rattler.exceptions import InvalidMatchSpecError, SolverError  # noqa: TC004
@@ -97,23 +98,110 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console script `envbuild-micromamba`: run one call, then leave without interpreter teardown."""
     args = list(sys.argv[1:] if argv is None else argv)
     die_with_parent()  # a solve must not go on after conda-lock (and envbuild) died
+    forwarded = _forward_to_service(args)
+    if forwarded is not None:
+        exit_now(forwarded)
     try:
-        code = dispatch(args)
+        code = answer(args)
+    finally:
+        _cleanup_cache()
+    exit_now(code)
+    raise AssertionError("unreachable")
+
+
+def answer(args: list[str]) -> int:
+    """One call answered here, its failures printed as conda-lock expects them; the exit code."""
+    try:
+        return dispatch(args)
     except ShimUsageError as exc:
         print(f"envbuild-micromamba: {exc}", file=sys.stderr)
-        code = EXIT_USAGE
+        return EXIT_USAGE
     except ShimFailure as exc:
         if "--json" in args:
             # conda-lock reads a failed solve's "message" from stdout and shows it to the user
             _print_json({"success": False, "message": str(exc)})
         print(f"envbuild-micromamba: {exc}", file=sys.stderr)
-        code = 1
+        return 1
     except SystemExit as exc:  # argparse's own usage errors
-        code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    finally:
-        _cleanup_cache()
-    exit_now(code)
-    raise AssertionError("unreachable")
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+
+
+# ---------------------------------------------------------------- solver service
+#
+# One `envbuild lock` run makes a dozen solves (targets x platforms), each of them a new process
+# that imports rattler and reads the channels' repodata again. While a run lasts, a service
+# process holds rattler and one Gateway (repodata read once, kept in memory) and answers the dry-run
+# solves that this executable forwards to it over a unix socket; its answers are the very bytes
+# this executable would print. Anything it cannot reach is answered here as before.
+
+SERVICE_ENV = "ENVBUILD_SOLVER_SERVICE"
+# What a solve reads from its environment: the platform, virtual packages, the solve timeout.
+_FORWARDED_ENV = ("CONDA_", "ENVBUILD_SOLVE")
+_SERVICE_TIMEOUT_S = DEFAULT_SOLVE_TIMEOUT_S + 60
+
+
+def _forward_to_service(args: list[str]) -> int | None:
+    """Forward a dry-run solve to the service of the running `envbuild lock`; None when there is
+    none (or it does not answer): the call is then answered in this process."""
+    path = os.environ.get(SERVICE_ENV)
+    if not path or not args or args[0] not in ("create", "update") or "--dry-run" not in args:
+        return None
+    import socket
+
+    request = {"args": args, "env": {k: v for k, v in os.environ.items() if k.startswith(_FORWARDED_ENV)}}
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(_SERVICE_TIMEOUT_S)
+            client.connect(path)
+            client.sendall(json.dumps(request).encode())
+            client.shutdown(socket.SHUT_WR)
+            reply = json.loads(b"".join(iter(lambda: client.recv(1 << 20), b"")).decode())
+    except (OSError, ValueError):
+        return None
+    sys.stdout.write(reply["stdout"])
+    sys.stderr.write(reply["stderr"])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return int(reply["code"])
+
+
+def serve(path: str) -> NoReturn:
+    """The service: one call at a time (a call reads os.environ and prints to stdout), until the
+    envbuild process that started it ends it or dies."""
+    import socket
+
+    die_with_parent()
+    _load_solver_libraries()
+    # The repodata cache lives where the caller said (ENVBUILD_RATTLER_CACHE, in its scratch
+    # folder), so ending this process with SIGKILL leaves nothing behind.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        listener.listen(16)
+        while True:
+            connection, _ = listener.accept()
+            with connection:
+                try:
+                    _answer_connection(connection)
+                except (OSError, ValueError, KeyError):
+                    continue  # a caller that went away, or sent no request: the next one
+
+
+def _answer_connection(connection: socket.socket) -> None:
+    import contextlib
+    import io
+
+    request = json.loads(b"".join(iter(lambda: connection.recv(1 << 20), b"")).decode())
+    for key in [k for k in os.environ if k.startswith(_FORWARDED_ENV)]:
+        del os.environ[key]
+    os.environ.update(request["env"])
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = answer(list(request["args"]))
+        except Exception as exc:  # noqa: BLE001 - the caller prints it; the service goes on
+            print(f"envbuild-micromamba service: {type(exc).__name__}: {exc}", file=sys.stderr)
+            code = 1
+    connection.sendall(json.dumps({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}).encode())
 
 
 def dispatch(args: list[str]) -> int:
@@ -458,8 +546,15 @@ def _spec(text: str) -> rattler.MatchSpec:
         raise ShimUsageError(f"invalid spec {text!r}: {exc}") from None
 
 
+_GATEWAY: rattler.Gateway | None = None
+
+
 def _gateway() -> rattler.Gateway:
-    return rattler.Gateway(cache_dir=_cache_root() / "repodata", show_progress=False)
+    """One per process: the service keeps the repodata it read for the next solve."""
+    global _GATEWAY
+    if _GATEWAY is None:
+        _GATEWAY = rattler.Gateway(cache_dir=_cache_root() / "repodata", show_progress=False)
+    return _GATEWAY
 
 
 def _cache_root() -> Path:

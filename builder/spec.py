@@ -18,6 +18,7 @@ from pydantic_core import ErrorDetails
 
 from builder.errors import UsageError
 from builder.gpu_models import capability_of
+from builder.yamlio import load_yaml
 
 # A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
 # constraints made of version characters and comparison operators. No spaces inside a constraint
@@ -253,7 +254,7 @@ def read_yaml_file(path: Path, what: str) -> Any:
     except UnicodeDecodeError:
         raise UsageError(f"{path}: the {what} is not UTF-8 text") from None
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

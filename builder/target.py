@@ -12,8 +12,6 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from builder.compat import (
     CompatData,
     CudaToolkit,
@@ -27,6 +25,7 @@ from builder.compat import (
 )
 from builder.errors import UsageError
 from builder.spec import EnvSpec, ImageRef, Route, TargetSpec
+from builder.yamlio import load_yaml
 
 
 @dataclass(frozen=True)
@@ -129,7 +128,7 @@ def _platforms() -> dict[str, PlatformInfo]:
 @lru_cache(maxsize=1)
 def default_pip_index() -> str:
     text = resources.files("builder").joinpath("data/sources.yaml").read_text(encoding="utf-8")
-    return str(yaml.safe_load(text)["pip_index"])
+    return str(load_yaml(text)["pip_index"])
 
 
 def _fail(spec: EnvSpec, target: TargetSpec, reason: str) -> UsageError:

@@ -640,3 +640,75 @@ def test_shim_leaves_no_temporary_cache_behind(tmp_path: Path) -> None:
     done = _shim(["create", "-p", str(tmp_path / "p"), "--dry-run", "--json", "-c", root.as_uri(), "numpy"], env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert not list((tmp_path / "tmp").glob("envbuild-micromamba-*"))
+
+
+# ---------------------------------------------------------------- the solver service of one lock run
+
+
+def _dry_run(channel_url: str, subdir: str = "linux-64") -> tuple[list[str], dict[str, str]]:
+    args = ["create", "--prefix", "/tmp/never-created", "--dry-run", "--json", "--override-channels",
+            "--channel", channel_url, "python 3.11.*", "numpy >=1.21", "filelock"]
+    return args, {"CONDA_SUBDIR": subdir, "CONDA_OVERRIDE_GLIBC": "2.36", "CONDA_OVERRIDE_CUDA": ""}
+
+
+@pytest.mark.world
+def test_the_service_answers_a_solve_with_the_bytes_the_shim_would_print(tmp_path: Path, served) -> None:
+    _, url = served
+    socket_path = tmp_path / "solver.sock"
+    env = _clean_env(tmp_path, ENVBUILD_RATTLER_CACHE=str(tmp_path / "service-cache"))
+    service = subprocess.Popen([sys.executable, "-c", f"from builder.solver_shim import serve; serve({str(socket_path)!r})"],
+                               env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert socket_path.exists(), "the service did not start"
+        for subdir in SUBDIRS:
+            args, extra = _dry_run(url, subdir)
+            local = _shim(args, _clean_env(tmp_path, **extra), tmp_path)
+            # twice: the second answer comes from the repodata the service already holds
+            for _ in range(2):
+                forwarded = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
+                assert (forwarded.returncode, forwarded.stdout) == (local.returncode, local.stdout)
+        unsolvable, extra = _dry_run(url)
+        unsolvable[-1] = "package-that-does-not-exist"
+        local = _shim(unsolvable, _clean_env(tmp_path, **extra), tmp_path)
+        forwarded = _shim(unsolvable, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
+        assert local.returncode == forwarded.returncode == 1 and forwarded.stdout == local.stdout
+        assert service.poll() is None  # a failed solve does not end the service
+    finally:
+        service.kill()
+        service.wait()
+
+
+@pytest.mark.unit
+def test_the_shim_forwards_dry_runs_to_the_service_and_answers_itself_without_one(tmp_path: Path) -> None:
+    import json
+    import socket
+    import threading
+
+    socket_path = tmp_path / "fake.sock"
+    seen: list[dict] = []
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(socket_path))
+    listener.listen(1)
+
+    def answer_once() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            seen.append(json.loads(b"".join(iter(lambda: connection.recv(65536), b"")).decode()))
+            connection.sendall(json.dumps({"code": 3, "stdout": "from the service\n", "stderr": ""}).encode())
+
+    thread = threading.Thread(target=answer_once)
+    thread.start()
+    args, extra = _dry_run("file:///nowhere")
+    done = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
+    thread.join(timeout=30)
+    listener.close()
+    assert (done.returncode, done.stdout) == (3, "from the service\n")
+    assert seen[0]["args"] == args and seen[0]["env"]["CONDA_SUBDIR"] == "linux-64"
+    # no service at that path (the run ended): the shim answers itself
+    version = _shim(["--version"], _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path)), tmp_path)
+    assert version.returncode == 0
+    gone = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(tmp_path / "gone.sock"), **extra), tmp_path)
+    assert gone.stdout != "from the service\n" and "envbuild-micromamba" in gone.stdout + gone.stderr

@@ -1,0 +1,201 @@
+"""How `envbuild lock` runs conda-lock: one forked child per target (conda-lock imported once, in
+the parent), each in a clean folder of its own with a log, a timeout and its own process group,
+and one solver service for the whole run (builder/solver_shim.py `serve`)."""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+
+from builder.lock_inputs import OWN_SOLVER, LockInputs, mapping_file
+from builder.proc import exit_now, kill_group, lead_own_group_dying_with_parent, signals_as_interrupt
+
+LOCK_FILE = "conda-lock.yml"
+Result = TypeVar("Result")
+
+
+def conda_lock_args(work: Path, inputs: LockInputs, solver: Path, update: Sequence[str] = ()) -> list[str]:
+    """conda-lock's command line for one target whose inputs `write_conda_lock_inputs` put in `work`."""
+    args = [
+        "lock", "--conda", str(solver), "--no-mamba", "--no-micromamba",
+        "-f", str(work / "environment.yml"),
+        "--virtual-package-spec", str(work / "target-virtual-packages.yml"),
+        "--lockfile", str(work / LOCK_FILE),
+        "--pypi_to_conda_lookup_file", str(mapping_file()),
+        "--log-level", "WARNING",
+    ]
+    for platform in inputs.target.platforms:
+        args += ["-p", platform]
+    for package in update:
+        args += ["--update", package]
+    return args
+
+
+def write_conda_lock_inputs(work: Path, inputs: LockInputs) -> None:
+    """The rendered environment.yml and the explicit virtual packages, in a clean folder."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "environment.yml").write_text(inputs.environment_yml, encoding="utf-8")
+    (work / "target-virtual-packages.yml").write_text(inputs.virtual_packages_yml(), encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Job:
+    inputs: LockInputs
+    folder: Path
+    solver: Path
+    update: tuple[str, ...]
+    work: Path
+    reasons: tuple[str, ...] = ()  # why this target is solved again
+
+
+def _run_conda_lock(job: Job) -> int:
+    """In the forked child: run conda-lock's CLI in-process with output sent to a log file."""
+    # Its own group, so a timeout can stop conda-lock and every solver process it started; and the
+    # group dies with envbuild (kill -9 included) instead of solving on for minutes.
+    lead_own_group_dying_with_parent()
+    work = job.work
+    os.chdir(work)
+    # conda-lock and its solver calls make temporary folders; they go where envbuild removes them.
+    private_tmp = work / "tmp"
+    private_tmp.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(private_tmp)
+    tempfile.tempdir = str(private_tmp)
+    log = os.open(work / "conda-lock.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.environ.setdefault("POETRY_CACHE_DIR", str(work / "poetry-cache"))
+    _use_libyaml()
+    from conda_lock.conda_lock import main as conda_lock_cli
+
+    try:
+        conda_lock_cli.main(args=conda_lock_args(work, job.inputs, job.solver, job.update), standalone_mode=False)
+        return 0
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except BaseException as exc:  # noqa: BLE001 - conda-lock's own errors: the log keeps the explanation
+        print(f"envbuild: conda-lock failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _use_libyaml() -> None:
+    """In the forked child only: conda-lock reads and writes lockfiles with PyYAML's pure-Python
+    loader and emitter, a third of a target's time for an env of a few hundred packages; libyaml
+    writes the same bytes (bench/lock and its test compare with plain conda-lock's) 3x faster."""
+    if not yaml.__with_libyaml__:
+        return
+    yaml.dump = functools.partial(yaml.dump, Dumper=yaml.CDumper)  # type: ignore[assignment]
+    yaml.safe_load = functools.partial(yaml.load, Loader=yaml.CSafeLoader)  # type: ignore[assignment]
+
+
+def _child_main(job: Job) -> None:
+    code = 1
+    try:
+        code = _run_conda_lock(job)
+    except BaseException as exc:  # noqa: BLE001 - a forked child never returns into the parent's code
+        print(f"envbuild: could not run conda-lock: {type(exc).__name__}: {exc}", file=sys.stderr)
+    finally:
+        exit_now(code)
+
+
+def ask_own_solver_version_once(solvers: set[Path]) -> None:
+    """conda-lock asks the solver for its version (a new process) in every target; envbuild's own
+    solver answers the same every time, so the parent asks once and the forked children inherit
+    the answer. A real conda tool is still asked by each child."""
+    from conda_lock import invoke_conda
+
+    own = {str(s): invoke_conda.determine_micromamba_version(str(s)) for s in solvers if s.name == OWN_SOLVER}
+    if not own:
+        return
+    ask = invoke_conda.determine_micromamba_version
+
+    def known_version(exe):  # type: ignore[no-untyped-def]
+        return own[str(exe)] if str(exe) in own else ask(exe)
+
+    invoke_conda.determine_micromamba_version = known_version  # type: ignore[assignment]
+
+
+def run_jobs(jobs: list[Job], parallel: int, timeout: float, finish: Callable[[Job, int, float], Result],
+             timed_out: Callable[[Job, float], Result]) -> list[Result]:
+    """Run each job's conda-lock in a forked child, `parallel` at a time; `finish` makes a job's
+    result from its exit code, `timed_out` one for a child stopped after `timeout` seconds."""
+    # Imported once here so each forked child starts with conda-lock loaded.
+    import conda_lock.conda_lock  # noqa: F401
+
+    ask_own_solver_version_once({job.solver for job in jobs})
+    context = multiprocessing.get_context("fork")
+    pending = list(jobs)
+    running: dict[int, tuple[Job, multiprocessing.process.BaseProcess, float]] = {}
+    results: dict[str, Result] = {}
+    try:
+        with signals_as_interrupt():
+            while pending or running:
+                while pending and len(running) < parallel:
+                    job = pending.pop(0)
+                    child: multiprocessing.process.BaseProcess = context.Process(
+                        target=_child_main, args=(job,), daemon=False)
+                    child.start()
+                    assert child.pid is not None  # started
+                    running[child.pid] = (job, child, time.monotonic())
+                time.sleep(0.02)
+                for pid, (job, process, started) in list(running.items()):
+                    elapsed = time.monotonic() - started
+                    if process.exitcode is None and elapsed > timeout:
+                        kill_group(pid)
+                        process.join()
+                        results[job.inputs.target.key] = timed_out(job, elapsed)
+                        del running[pid]
+                    elif process.exitcode is not None:
+                        process.join()
+                        results[job.inputs.target.key] = finish(job, process.exitcode, elapsed)
+                        del running[pid]
+    finally:
+        # Ctrl-C or SIGTERM: the children run in process groups of their own, which a terminal's
+        # Ctrl-C does not reach; stop them (and their solver processes) before leaving.
+        for pid, (_, leftover, _) in running.items():
+            kill_group(pid)
+            leftover.join()
+    return [results[job.inputs.target.key] for job in jobs]
+
+
+@contextmanager
+def solver_service(scratch: Path, solver: Path, needed: bool) -> Iterator[None]:
+    """envbuild's own solver answers this run's solves from one process that reads each channel's
+    repodata once (builder/solver_shim.py, `serve`); the conda-lock children find it through the
+    environment they inherit. Without it (a real conda, or it did not start) nothing changes."""
+    import subprocess
+
+    from builder.solver_shim import CACHE_ENV, SERVICE_ENV
+
+    if not needed or solver.name != OWN_SOLVER:
+        yield
+        return
+    socket_path = scratch / "solver.sock"
+    service = subprocess.Popen(
+        [sys.executable, "-c", f"from builder.solver_shim import serve; serve({str(socket_path)!r})"],
+        env={**os.environ, CACHE_ENV: str(scratch / "solver-cache")}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    previous = os.environ.get(SERVICE_ENV)
+    os.environ[SERVICE_ENV] = str(socket_path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(SERVICE_ENV, None)
+        else:
+            os.environ[SERVICE_ENV] = previous
+        service.kill()
+        service.wait()
