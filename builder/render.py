@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from builder import __version__
+from builder.smoke_data import write_smoke_data
 from builder.spec import Route
 from builder.target import Target
 from builder.templates import environment
@@ -257,6 +258,7 @@ def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] 
     for name, text in rendered.files().items():
         (root / name).write_text(text, encoding="utf-8")
     shutil.copytree(smoke_dir(), root / "smoke", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    write_smoke_data(root / "smoke", rendered.target)
     ca_dir = root / "envbuild" / "ca"
     ca_dir.mkdir(parents=True, exist_ok=True)
     for index, path in enumerate(rendered.ca_files):
