@@ -15,7 +15,7 @@ NPM ?= npm
 GITLAB_CI_LOCAL ?= gitlab-ci-local@4.70.1
 TOOLS ?= .tools
 
-.PHONY: setup test test-unit demo bench bench-lock bench-image bench-smoke world world-down clean
+.PHONY: setup test test-unit demo bench bench-lock bench-image bench-smoke bench-faults world world-down clean
 
 $(BIN)/envbuild: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ bench-lock: setup
 
 bench-image: setup
 	bash tests/world/with-world.sh $(BIN)/python -m bench.image
+
+# The fault catalogue end to end plus kill -9 trials of lock, image and smoke (a few minutes).
+bench-faults: setup
+	bash tests/world/with-world.sh $(BIN)/python -m bench.faults
 
 bench-smoke: setup
 	bash tests/world/with-world.sh $(BIN)/python -m bench.smoke

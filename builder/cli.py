@@ -184,14 +184,39 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
               "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
         )
     # On stderr also with --json: a CI log then says what to run, while the JSON goes to a report file.
+    blamed = _first_bad(results, check)
     for result in results:
-        if result.status == "failed":
-            click.echo(f"{result.target}: lock failed:\n{result.message}", err=True)
-        elif result.message:
+        if result is blamed and result.status != "failed":
+            continue  # said by the Error line below
+        if result.status != "failed" and result.message:
             click.echo(f"{result.target}: {result.message}" + (f"; {result.hint}" if result.hint else ""), err=True)
-    bad = {"failed"} | ({"stale", "missing"} if check else set())
-    if any(r.status in bad for r in results):
-        raise SystemExit(1)
+        elif "\n" in result.message:  # the solver's explanation: the Error line below sums it up
+            details = result.message.splitlines()
+            click.echo("\n".join(f"{result.target}: {line}" if i == 0 else f"  {line}"
+                                  for i, line in enumerate(details)), err=True)
+    _raise_for_locks(results, check, spec)
+
+
+def _first_bad(results, check: bool):
+    """The target the Error line names: the first that failed or, with --check, is not fresh."""
+    return next((r for r in results if r.status == "failed" or (check and r.status in ("stale", "missing"))), None)
+
+
+def _raise_for_locks(results, check: bool, spec: Path) -> None:
+    """One Error line for the first target that failed (or, with --check, is not fresh)."""
+    from builder.lock import failure_line
+
+    bad = [r for r in results if r.status == "failed" or (check and r.status in ("stale", "missing"))]
+    if not bad:
+        return
+    first = bad[0]
+    more = f" (and {len(bad) - 1} more target(s), see above)" if len(bad) > 1 else ""
+    if first.status == "failed":
+        raise EnvbuildError(f"{first.target}: lock failed: {failure_line(first.message)}{more}")
+    why = first.message or ("no lockfile yet" if first.status == "missing" else "its inputs changed")
+    state = why if why.startswith(first.status) else f"the lock is {first.status} ({why})"
+    fix = first.hint or f"run `envbuild lock {spec}`"
+    raise EnvbuildError(f"{first.target}: {state}; {fix}{more}")
 
 
 @cli.command()
@@ -276,8 +301,6 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
                               expect_torch=expect_torch or labelled_torch,
                               expect_cuda=expect_cuda or labelled_cuda, only=only, timeout=flags.timeout)
         title = f"smoke: {image_name}"
-    if flags.junit:
-        reports.write_junit(flags.junit, "envbuild.smoke", report.checks)
     if as_json:
         reports.print_json(report.as_dict())
     else:
@@ -285,6 +308,8 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
             click.echo(f"note: {note}", err=True)
         reports.print_table(title, report.TABLE_COLUMNS, report.table_rows())
         click.echo(report.summary_line())
+    if flags.junit:  # after the results are out: a report that cannot be written does not hide them
+        reports.write_junit(flags.junit, "envbuild.smoke", report.checks)
     if report.failed:
         raise SystemExit(1)
 
@@ -528,9 +553,6 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
     rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine_for(spec), frozen=locks.frozen,
                       solver=locks.solver, container=container,
                       require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
-    if flags.junit:
-        reports.write_junit(flags.junit, f"envbuild.matrix.{resolved[0].name}",
-                            [case for row in rows for case in row.junit_cases()])
     if as_json:
         reports.print_json([row.as_dict() for row in rows])
     else:
@@ -544,13 +566,23 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
         for row in rows:
             for note in row.notes:
                 click.echo(f"{row.target}: note: {note}", err=True)
-            if row.error:
+            if row.error and row is not _first_error(rows):
                 click.echo(f"{row.target}: {row.stage} failed: {row.error}", err=True)
             for check in row.checks:
                 if check["status"] == "failed":
                     click.echo(f"{row.target}: {check['name']} failed: {check.get('reason', '')}", err=True)
+    if flags.junit:  # after the results are out: a report that cannot be written does not hide them
+        reports.write_junit(flags.junit, f"envbuild.matrix.{resolved[0].name}",
+                            [case for row in rows for case in row.junit_cases()])
+    failed = _first_error(rows)
+    if failed is not None:
+        raise EnvbuildError(f"{failed.target}: {failed.stage} failed: {failed.error}")
     if not all(row.ok for row in rows):
         raise SystemExit(1)
+
+
+def _first_error(rows):
+    return next((row for row in rows if row.error), None)
 
 
 @cli.command()

@@ -139,7 +139,11 @@ class ContainerFlags:
     def container(self) -> ContainerOptions:
         """The container's options, checked (one UsageError line for a bad --gpus, --shm-size or --ulimit).
         Only commands that start a container ask: `smoke --local` ignores these flags."""
-        return container_options(self.gpus, self.shm_size, self.ulimits)
+        from builder.smoke_runner import check_gpu_request
+
+        options = container_options(self.gpus, self.shm_size, self.ulimits)
+        check_gpu_request(options, self.require_gpus)
+        return options
 
 
 container_options_group = option_group("smoke_container", [

@@ -117,7 +117,8 @@ def write_owned_folder(out: Path, fill: Callable[[Path], object], written_by: st
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
         os.chmod(staging, 0o777 & ~_umask())  # mkdtemp's 0700 would make the folder private
     except OSError as exc:
-        raise EnvbuildError(f"{out}: cannot write ({exc.strerror})") from None
+        raise EnvbuildError(f"{out}: cannot write ({exc.strerror}); nothing was changed there; free disk space "
+                            "or choose another --out") from None
     try:
         fill(staging)
         manifest = {"written_by": written_by, "version": __version__, "files": _entries(staging)}
@@ -136,7 +137,8 @@ def write_owned_folder(out: Path, fill: Callable[[Path], object], written_by: st
         else:
             staging.rename(out)  # an empty folder is replaced in one rename
     except OSError as exc:
-        raise EnvbuildError(f"{out}: cannot write ({exc.strerror or exc})") from None
+        raise EnvbuildError(f"{out}: cannot write ({exc.strerror or exc}); nothing was changed there; free disk "
+                            "space or choose another --out") from None
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

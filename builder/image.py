@@ -29,6 +29,7 @@ from builder.errors import EnvbuildError, UsageError
 LOG_TAIL = 30
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 ENV_COPY = re.compile(r"#\(nop\) COPY dir:\S+ in /\s*$")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
 
 
@@ -107,7 +108,8 @@ class BuildLog:
 
     def feed(self, chunk: dict) -> None:
         if "stream" in chunk:
-            for line in chunk["stream"].splitlines():
+            # The engine wraps a step's stderr in colour codes (red): strip them before reading it.
+            for line in ANSI.sub("", chunk["stream"]).splitlines():
                 if not line.strip():
                     continue
                 self.tail.append(line)

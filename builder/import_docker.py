@@ -30,7 +30,7 @@ CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file"}
 
 
 def read_dockerfile(path: Path) -> Reading:
-    return read_dockerfile_text(read_text_file(path), str(path))
+    return read_dockerfile_text(read_text_file(path, "Dockerfile"), str(path))
 
 
 def read_dockerfile_text(text: str, source: str) -> Reading:

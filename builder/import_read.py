@@ -131,10 +131,10 @@ def source_kind(path: Path) -> str:
         return "environment.yml"
     if name.endswith(".txt") or name.startswith("requirements"):
         return "requirements.txt"
-    try:
-        head = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[:200]]
-    except OSError as error:
-        raise UsageError(f"{path}: cannot read it ({error.strerror})") from error
+    from builder.userfile import MAX_SPEC_BYTES, read_capped
+
+    text = read_capped(path, MAX_SPEC_BYTES, "file envbuild init reads", UsageError).decode("utf-8", "replace")
+    head = [line.strip() for line in text.splitlines()[:200]]
     meaningful = [line for line in head if line and not line.startswith("#")]
     if meaningful and re.match(r"(?i)(FROM|ARG)\s", meaningful[0]):
         return "Dockerfile"
@@ -144,16 +144,16 @@ def source_kind(path: Path) -> str:
                      "then by content)")
 
 
-def read_text_file(path: Path) -> str:
-    """A file `init --from` reads, as UTF-8 text, or one UsageError naming why not."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: cannot read it as text ({error})") from error
+def read_text_file(path: Path, kind: str) -> str:
+    """A file `init --from` reads, size-capped and as UTF-8 text, or one UsageError naming why not."""
+    from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
+
+    data = read_capped(path, MAX_SPEC_BYTES, kind, UsageError)
+    return decode(data, path, kind, UsageError, "save it as UTF-8")
 
 
 def read_requirements(path: Path) -> Reading:
-    return read_requirements_text(read_text_file(path), str(path))
+    return read_requirements_text(read_text_file(path, "requirements file"), str(path))
 
 
 def read_requirements_text(text: str, source: str) -> Reading:

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import yaml
 
+from builder.errors import UsageError
 from builder.findings import Finding, Location, RuleRegistry, Severity, sort_findings
 from builder.import_lines import CPU, python_minor
 from builder.import_read import ML_PACKAGES, Reading, read_source
-from builder.spec import EnvSpec, Route, load_spec
+from builder.spec import EnvSpec, Route, load_spec, read_yaml_file
 
 VAGUE_NAME = re.compile(r"^(env|environment|test|tmp|temp|myenv|new|base|default|foo|bar|venv)[-_]?\d*$")
 TORCH_CONDA_NAMES = {"pytorch", "torch", "pytorch-gpu", "pytorch-cpu", "pytorch-cuda", "libtorch"}
@@ -205,7 +206,6 @@ def fleet_not_covered(subject: LintSubject) -> Iterator[Finding]:
     spec = subject.spec
     if spec is None or not spec.fleet:
         return
-    from builder.errors import UsageError
     from builder.fleet import fleet_problems, spec_hosts
     from builder.target import resolve_targets
 
@@ -360,7 +360,7 @@ def is_spec_file(path: Path) -> bool:
                                    ".yaml") or path.name.lower().endswith(("conda-lock.yml", "conda-lock.yaml")):
         return False
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = read_yaml_file(path, "spec")  # capped: depth, size and alias expansion
+    except UsageError:
         return True  # let the spec loader give its one-line reason
     return isinstance(data, dict) and "torch" in data and "targets" in data and "dependencies" not in data

@@ -20,6 +20,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -191,32 +192,64 @@ def summarize(lock: CondaLock) -> tuple[dict[str, str], dict[str, int]]:
 def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
     """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work.
 
-    Folders it had to create are removed again when nothing was written into them (a first lock
-    that failed leaves no empty lock folder behind)."""
-    import filelock  # imported here: a no-op run (every lock fresh) takes no file lock
-
+    The guard file goes away with its last holder, and folders this run had to create go too when
+    nothing was written into them: a lock run leaves only locks in the user's folder."""
     created = _missing_ancestors(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        guard = filelock.FileLock(str(folder / GUARD_FILE))
-        guard.acquire(timeout=0)
-    except filelock.Timeout:
-        print(f"waiting for another envbuild lock on {folder} ...", file=sys.stderr)
-        try:
-            guard.acquire(timeout=timeout)
-        except filelock.Timeout:
-            raise EnvbuildError(f"{folder}: another envbuild lock held it for {timeout:.0f} s; try again") from None
+        handle = _acquire_guard(folder / GUARD_FILE, timeout)
     except OSError as exc:
         _remove_empty(created)
         raise EnvbuildError(f"{exc.filename or folder}: cannot write locks there ({exc.strerror or exc}); "
                             "choose a writable folder with --locks, or fix its permissions") from None
+    except BaseException:
+        _remove_empty(created)
+        raise
     try:
         yield
     finally:
-        if created and all(entry.name == GUARD_FILE for entry in folder.iterdir()):
-            (folder / GUARD_FILE).unlink(missing_ok=True)
-        guard.release()
+        _release_guard(folder / GUARD_FILE, handle)
         _remove_empty(created)
+
+
+def _acquire_guard(path: Path, timeout: float) -> int:
+    """An exclusive flock on `path`, on the file that is at `path` now: its last holder unlinks it,
+    so one who waited on the unlinked file tries again on the new one."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout
+    waiting = False
+    while True:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            if not waiting:
+                print(f"waiting for another envbuild lock on {path.parent} ...", file=sys.stderr)
+                waiting = True
+            if time.monotonic() > deadline:
+                raise EnvbuildError(f"{path.parent}: another envbuild lock held it for {timeout:.0f} s; "
+                                    "try again") from None
+            time.sleep(0.1)
+            continue
+        except BaseException:
+            os.close(handle)
+            raise
+        try:
+            if os.stat(path).st_ino == os.fstat(handle).st_ino:
+                return handle
+        except FileNotFoundError:
+            pass
+        os.close(handle)
+
+
+def _release_guard(path: Path, handle: int) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only folder after all: the file stays, the lock still ends with the close
+    os.close(handle)
 
 
 def _missing_ancestors(folder: Path) -> list[Path]:
@@ -235,6 +268,35 @@ def _remove_empty(folders: list[Path]) -> None:
             candidate.rmdir()
         except OSError:
             return  # not empty (a lock was written) or already gone
+
+
+# The cause of a failed lock, as a fix: (what the explanation says, what to do). Checked in order.
+FAILURE_FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("did not answer", "cannot reach", "connection", "timed out while", "urlopen error"),
+     "check that the channel is up and reachable (--channel/--mirror give another)"),
+    (("longer than",), "raise --timeout, or pin more packages so the solver has less to try"),
+    (("no candidates were found", "nothing provides", "does not exist", "installation candidates"),
+     "check the package's name and version, or add a channel that has it (--channel)"),
+    (("conflict", "cannot be installed", "unsatisfiable", "cannot solve"),
+     "relax the pins that conflict, or pin versions the channel has together"),
+    (("cannot write", "no space", "read-only"), "free disk space, or lock into a writable folder (--locks)"),
+)
+
+
+def failure_line(message: str) -> str:
+    """A failed lock's explanation as one line: its most telling sentence and a fix."""
+    if "\n" not in message and "; " in message:
+        return message  # envbuild's own message: already a cause and a fix
+    lines = [line.strip() for line in message.splitlines() if line.strip() and not line.startswith("hint:")]
+    because = next((line.split("because of:", 1)[1].strip() for line in lines if "because of:" in line), None)
+    telling = because or next((line for line in lines if any(
+        marker in line.lower() for markers, _ in FAILURE_FIXES for marker in markers)), None)
+    cause = (telling or (lines[-1] if lines else "conda-lock failed without output")).rstrip(".;")
+    lowered = message.lower()
+    fix = next((fix for markers, fix in FAILURE_FIXES if any(m in lowered for m in markers)),
+               "see conda-lock's explanation above")
+    hint = next((line.removeprefix("hint: ") for line in message.splitlines() if line.startswith("hint:")), None)
+    return f"{cause[:300]}; {hint or fix}"
 
 
 def _prepare(job: Job, existing: Path) -> None:
@@ -271,6 +333,7 @@ def _commit(job: Job) -> LockResult:
         lockfile_sha256=lockfile_sha256(produced), torch_builds=builds, package_counts=counts,
         inputs=job.inputs.material,
     )
+    created = not job.folder.exists()
     job.folder.mkdir(parents=True, exist_ok=True)
     remove_stale_folders(job.folder, STAGED_PREFIX)
     staged_lock = job.folder / f"{owned_name(STAGED_PREFIX)}{LOCK_FILE}"
@@ -288,6 +351,8 @@ def _commit(job: Job) -> LockResult:
     finally:
         staged_lock.unlink(missing_ok=True)
         staged_info.unlink(missing_ok=True)
+        if created:
+            _remove_empty([job.folder])
     return LockResult(target.key, "locked", job.folder / LOCK_FILE, input_hash=info.input_hash,
                       torch_builds=builds, package_counts=counts, reasons=list(job.reasons))
 
@@ -295,6 +360,56 @@ def _commit(job: Job) -> LockResult:
 def _timed_out(job: Job, elapsed: float, timeout: float) -> LockResult:
     return LockResult(job.inputs.target.key, "failed", job.folder / LOCK_FILE, elapsed,
                       message=f"locking took longer than {timeout:.0f} s and was stopped")
+
+
+CHANNEL_TIMEOUT_ENV = "ENVBUILD_CHANNEL_TIMEOUT"
+CHANNEL_TIMEOUT_S = 30.0
+
+
+def channel_timeout() -> float:
+    try:
+        return max(0.1, float(os.environ.get(CHANNEL_TIMEOUT_ENV, CHANNEL_TIMEOUT_S)))
+    except ValueError:
+        return CHANNEL_TIMEOUT_S
+
+
+def probe_sources(target: Target, timeout: float | None = None) -> str | None:
+    """Why a channel or index of `target` cannot serve a lock, found in seconds rather than after
+    conda-lock waited out its own retries; None when every http(s) source answered (any status).
+
+    A server that accepts the connection and then says nothing is the case that kept `lock`
+    silent for minutes: its first response has to arrive within the timeout."""
+    timeout = timeout or channel_timeout()
+    urls = [f"{c.rstrip('/')}/noarch/repodata.json" for c in target.channels if c.startswith(("http://", "https://"))]
+    if target.pip_index and target.pip_index.startswith(("http://", "https://")):
+        urls.append(target.pip_index)
+    for url in urls:
+        problem = _probe(url, timeout)
+        if problem:
+            return problem
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _probe(url: str, timeout: float) -> str | None:
+    import urllib.error
+    import urllib.request
+
+    shown = url.rsplit("/noarch/", 1)[0]
+    silent = (f"{shown} accepted the connection but did not answer within {timeout:g} s "
+              f"({CHANNEL_TIMEOUT_ENV} sets the wait)")
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout):
+            return None  # the status line and headers arrived: it answers
+    except urllib.error.HTTPError:
+        return None  # it answered, with a status conda-lock explains if it matters
+    except TimeoutError:
+        return silent
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            return silent
+        return f"cannot reach {shown} ({reason})"
 
 
 def _finish(job: Job, exitcode: int, elapsed: float) -> LockResult:
@@ -354,6 +469,10 @@ def lock_targets(
                                                      input_hash=inputs.input_hash,
                                                      torch_builds=info.torch_builds,
                                                      package_counts=info.package_counts)
+                    continue
+                unreachable = probe_sources(target)
+                if unreachable:
+                    results[target.key] = LockResult(target.key, "failed", folder / LOCK_FILE, message=unreachable)
                     continue
                 reasons = _relock_reasons(inputs, folder, force, update)
                 job = Job(inputs, folder, solver_path, tuple(update), scratch / target.key, tuple(reasons))

@@ -128,6 +128,9 @@ def ask_own_solver_version_once(solvers: set[Path]) -> None:
     invoke_conda.determine_micromamba_version = known_version  # type: ignore[assignment]
 
 
+PROGRESS_EVERY_S = 30.0  # a "still locking" line this often, so a slow solve is never silent
+
+
 def run_jobs(jobs: list[Job], parallel: int, timeout: float, finish: Callable[[Job, int, float], Result],
              timed_out: Callable[[Job, float], Result]) -> list[Result]:
     """Run each job's conda-lock in a forked child, `parallel` at a time; `finish` makes a job's
@@ -140,6 +143,7 @@ def run_jobs(jobs: list[Job], parallel: int, timeout: float, finish: Callable[[J
     pending = list(jobs)
     running: dict[int, tuple[Job, multiprocessing.process.BaseProcess, float]] = {}
     results: dict[str, Result] = {}
+    reported: dict[int, int] = {}  # progress lines printed per child
     try:
         with signals_as_interrupt():
             while pending or running:
@@ -150,9 +154,15 @@ def run_jobs(jobs: list[Job], parallel: int, timeout: float, finish: Callable[[J
                     child.start()
                     assert child.pid is not None  # started
                     running[child.pid] = (job, child, time.monotonic())
+                    print(f"locking {job.inputs.target.key} ({', '.join(job.inputs.target.platforms)}) "
+                          "with conda-lock ...", file=sys.stderr, flush=True)
                 time.sleep(0.02)
                 for pid, (job, process, started) in list(running.items()):
                     elapsed = time.monotonic() - started
+                    if process.exitcode is None and int(elapsed / PROGRESS_EVERY_S) > reported.get(pid, 0):
+                        reported[pid] = int(elapsed / PROGRESS_EVERY_S)
+                        print(f"still locking {job.inputs.target.key} ({elapsed:.0f} s of at most {timeout:.0f} s)",
+                              file=sys.stderr, flush=True)
                     if process.exitcode is None and elapsed > timeout:
                         kill_group(pid)
                         process.join()

@@ -73,21 +73,14 @@ READABLE_VERSIONS = (1, 2)
 
 
 def read_lock(path: Path) -> CondaLock:
-    """Parse a conda-lock.yml; anything unreadable is one clear line naming the file, never a traceback."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise EnvbuildError(f"{path}: lockfile not found; run `envbuild lock` first") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise EnvbuildError(f"{path}: cannot read the lockfile ({reason}); run `envbuild lock --force`") from None
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise EnvbuildError(
-            f"{path}: not valid YAML{at}, the lockfile is corrupted; run `envbuild lock --force`") from None
+    """Parse a conda-lock.yml; anything unreadable is one clear line, never a traceback."""
+    from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, read_yaml
+
+    if not path.is_file():
+        raise EnvbuildError(f"{path}: lockfile not found; run `envbuild lock` first")
+    data = read_yaml(path, "lockfile", EnvbuildError, "the lockfile is corrupted; run `envbuild lock --force`",
+                     limit=MAX_LOCK_BYTES, loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+                     max_nodes=MAX_EXPANDED_NODES)
     if not isinstance(data, dict):
         raise EnvbuildError(f"{path}: not a conda-lock lockfile (expected a mapping with version, metadata, "
                             "package); run `envbuild lock --force`")

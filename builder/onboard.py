@@ -131,7 +131,21 @@ def choose_prefix(target: Target, prefix: Path | None, name: str | None) -> Path
     if name is not None and (not name or "/" in name or name in (".", "..")):
         raise UsageError(f"--name {name!r}: a plain folder name, e.g. {target.name}-{target.key}")
     chosen = prefix if prefix is not None else envs_dir() / (name or f"{target.name}-{target.key}")
-    return Path(os.path.abspath(chosen.expanduser()))
+    chosen = Path(os.path.abspath(chosen.expanduser()))
+    _check_writable(chosen)
+    return chosen
+
+
+def _check_writable(prefix: Path) -> None:
+    """Before any slow lock: can an environment be made there? (Tried, not guessed from modes:
+    root ignores them, a read-only filesystem does not.)"""
+    existing = next((p for p in (prefix.parent, *prefix.parent.parents) if p.exists()), Path("/"))
+    try:
+        probe = tempfile.mkdtemp(prefix=".envbuild-probe-", dir=existing)
+        os.rmdir(probe)
+    except OSError as exc:
+        raise EnvbuildError(f"cannot create the environment at {prefix}: {existing} is not writable "
+                            f"({exc.strerror or exc}); choose another --prefix") from None
 
 
 @dataclass(frozen=True)

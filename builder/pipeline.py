@@ -10,7 +10,7 @@ from pathlib import Path
 from builder.context import make_context
 from builder.errors import EnvbuildError
 from builder.image import BuildOptions, ImageResult, build_image, push_image
-from builder.lock import LOCK_FILE, check_targets, default_lock_dir, lock_targets
+from builder.lock import LOCK_FILE, check_targets, default_lock_dir, failure_line, lock_targets
 from builder.proc import owned_name, remove_stale_folders
 from builder.target import Target
 
@@ -28,7 +28,7 @@ def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: st
                             "(or drop --frozen)")
     result = lock_targets([target], lock_root=lock_root, solver=solver)[0]
     if result.status == "failed":
-        raise EnvbuildError(f"{target.key}: lock failed: {result.message}")
+        raise EnvbuildError(f"{target.key}: lock failed: {failure_line(result.message)}")
     return result.path
 
 
@@ -45,10 +45,10 @@ def build_target_image(
     client=None,
 ) -> ImageResult:
     """The image of one target; from `lock_path` when the caller already ensured the lock."""
-    if lock_path is None:
-        lock_path = ensure_lock(target, lock_root, relock, solver)
     # Named after this process: a run killed with SIGKILL cannot clean up, the next one does.
     remove_stale_folders(Path(tempfile.gettempdir()), CONTEXT_PREFIX)
+    if lock_path is None:
+        lock_path = ensure_lock(target, lock_root, relock, solver)
     root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))
     try:
         context = make_context(target, lock_path, root / "context", options.platform)

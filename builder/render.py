@@ -8,6 +8,7 @@ the NVIDIA variables, the environment) before what changes often (the smoke suit
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -249,8 +250,39 @@ def _ca_files(target: Target) -> tuple[Path, ...]:
         path = (base / name).resolve()
         if not path.is_file():
             raise UsageError(f"{target.spec.source}: ca_certificates: {name!r} does not exist")
+        check_ca_file(path, name)
         files.append(path)
     return tuple(files)
+
+
+PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\s+([A-Za-z0-9+/=\s]+?)-----END CERTIFICATE-----")
+MAX_CA_BYTES = 4 * 1024 * 1024
+
+
+def check_ca_file(path: Path, shown: str) -> None:
+    """Only PEM certificates go into an image: never a private key (it would ship in every layer
+    copy of the image), a DER file or anything else someone pointed --ca-cert at by mistake."""
+    import base64
+    import binascii
+
+    from builder.errors import UsageError
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CA_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"{shown}: cannot read the CA file ({exc.strerror})") from None
+    if b"PRIVATE KEY-----" in data:
+        raise UsageError(f"{shown}: holds a private key; give only the CA's certificate (never ship a key in an image)")
+    blocks = PEM_CERTIFICATE.findall(data)
+    if len(data) > MAX_CA_BYTES or not blocks:
+        raise UsageError(f"{shown}: not a PEM CA certificate (no -----BEGIN CERTIFICATE----- block); convert it "
+                         "with `openssl x509 -inform der -in FILE -out FILE.crt`")
+    for block in blocks:
+        try:
+            base64.b64decode(b"".join(block.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise UsageError(f"{shown}: a certificate block is not valid base64; give the CA's PEM file") from None
 
 
 def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] = {}) -> None:

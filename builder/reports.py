@@ -58,8 +58,27 @@ def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None
             ElementTree.SubElement(element, "failure", message=case.get("reason") or "failed")
         elif case["status"] == "skipped":
             ElementTree.SubElement(element, "skipped", message=case.get("reason") or "skipped")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ElementTree.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    # Whole or not at all: a full disk must not leave a 0-byte report that CI reads as "no tests".
+    # Staged beside and renamed over a regular file only: renaming over /dev/stdout or a FIFO
+    # would replace the device or pipe itself.
+    from builder.errors import EnvbuildError
+
+    special = path.exists() and not path.is_file()
+    staged = path if special else path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ElementTree.ElementTree(root).write(staged, encoding="utf-8", xml_declaration=True)
+        if not special:
+            os.replace(staged, path)
+    except OSError as exc:
+        raise EnvbuildError(f"{path}: cannot write the JUnit report ({exc.strerror or exc}); the results above "
+                            "stand; free disk space or give --junit a writable path") from None
+    finally:
+        if not special:
+            try:
+                staged.unlink(missing_ok=True)
+            except OSError:
+                pass
 
 
 def human_size(size: int | None) -> str:

@@ -77,23 +77,46 @@ class GpuRequest:
     device_ids: tuple[str, ...] = ()
 
 
+MAX_GPUS = 256  # more than any one host has; a larger count is a typo, not a request
+
+
 def parse_gpus(value: str | None) -> GpuRequest:
-    """`all`, `N`, or `auto:N` (the N GPUs with the most free memory, by NVML on this host)."""
+    """`all`, `N`, or `auto:N` (the N GPUs with the most free memory, by NVML on this host).
+
+    Counts the engine could never satisfy are refused here, before anything is built or started:
+    0 (leave --gpus out for a CPU run), more than this host's GPUs when NVML can count them."""
     if value in (None, "", "none"):
         return GpuRequest(None)
     if value == "all":
         return GpuRequest(-1)
-    if value.isdigit():
-        return GpuRequest(int(value))
-    if value.startswith("auto:") and value[5:].isdigit():
-        from builder.gpuinfo import gpus_by_free_memory
+    count_text = value[5:] if value.startswith("auto:") else value
+    if not count_text.isdigit():
+        raise UsageError(f"--gpus {value!r}: use all, a count (1, 2, ...), or auto:N")
+    wanted = int(count_text)
+    if not 1 <= wanted <= MAX_GPUS:
+        raise UsageError(f"--gpus {value}: ask for 1 to {MAX_GPUS} GPUs, or all; leave --gpus out for a CPU-only run")
+    from builder.gpuinfo import gpus_by_free_memory
 
-        wanted = int(value[5:])
-        ranked = gpus_by_free_memory()
+    ranked = gpus_by_free_memory()
+    if value.startswith("auto:"):
         if len(ranked) < wanted:
-            raise EnvbuildError(f"--gpus {value}: this host shows {len(ranked)} GPU(s) through NVML")
+            raise UsageError(f"--gpus {value}: this host shows {len(ranked)} GPU(s) through NVML; "
+                             f"ask for at most {len(ranked)}" if ranked else
+                             f"--gpus {value}: NVML shows no GPU on this host; use --gpus all or a count")
         return GpuRequest(None, tuple(gpu.uuid or str(gpu.index) for gpu in ranked[:wanted]))
-    raise UsageError(f"--gpus {value!r}: use all, a count, or auto:N")
+    if ranked and wanted > len(ranked):
+        raise UsageError(f"--gpus {value}: this host has {len(ranked)} GPU(s); ask for at most {len(ranked)}, or all")
+    return GpuRequest(wanted)
+
+
+def check_gpu_request(container: ContainerOptions, require_gpus: int) -> None:
+    """`--require-gpus N` without GPUs in the container would fail every GPU check for the wrong reason."""
+    if require_gpus and container.gpus.count is None and not container.gpus.device_ids:
+        raise UsageError(f"--require-gpus {require_gpus}: the container gets no GPUs; add --gpus all "
+                         f"(or --gpus {require_gpus})")
+    if require_gpus and container.gpus.count not in (None, -1) and container.gpus.count < require_gpus:
+        raise UsageError(f"--require-gpus {require_gpus} with --gpus {container.gpus.count}: ask for at least "
+                         f"{require_gpus} GPUs, or --gpus all")
 
 
 def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | None,
@@ -202,6 +225,7 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
 
     from builder.engine import container_labels, docker_client, engine_error, reap_stale_containers
 
+    check_gpu_request(container, require_gpus)
     client = client or docker_client()
     reap_stale_containers(client, SMOKE_RUN)
     limits = [Ulimit(name=name, soft=soft, hard=hard) for name, soft, hard in container.ulimits]

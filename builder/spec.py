@@ -12,13 +12,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from builder.errors import UsageError
 from builder.gpu_models import capability_of
-from builder.yamlio import load_yaml
 
 # A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
 # constraints made of version characters and comparison operators. No spaces inside a constraint
@@ -247,23 +245,27 @@ def parse_spec(data: Any, source: str = "<spec>") -> EnvSpec:
 
 def read_yaml_file(path: Path, what: str) -> Any:
     """A user's YAML file (a spec, an environment.yml), or one clear line saying why it cannot be read."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the {what} ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: the {what} is not UTF-8 text") from None
-    try:
-        return load_yaml(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UsageError(f"{path}: not valid YAML{where}") from None
+    from builder.userfile import read_yaml
+
+    return read_yaml(path, what, UsageError, f"give a {what} file as `envbuild init` writes it")
 
 
 def load_spec(path: Path) -> EnvSpec:
     """Read and validate an `envs/*.yaml` file."""
     data = read_yaml_file(path, "spec")
     spec = parse_spec(data, str(path))
+    _check_ca_paths(spec, path)
     spec._source = path
     return spec
+
+
+def _check_ca_paths(spec: EnvSpec, path: Path) -> None:
+    """A spec names CA files beside it: a spec from elsewhere must not pull /etc/ssl/private/... or
+    ../../secrets into an image. (`--ca-cert` is how a user adds a file from anywhere.)"""
+    folder = path.parent.resolve()
+    for name in spec.ca_certificates:
+        relative = Path(name)
+        inside = (folder / relative).resolve()
+        if relative.is_absolute() or ".." in relative.parts or not inside.is_relative_to(folder):
+            raise UsageError(f"{path}: ca_certificates: {name!r} must be a file under the spec's folder "
+                             "(no absolute or ../ paths); pass other files with --ca-cert")

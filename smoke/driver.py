@@ -27,6 +27,14 @@ from smoke.nvsmi import (
 )
 
 NVIDIA_SMI_TIMEOUT_S = 30.0
+NVIDIA_SMI_TIMEOUT_ENV = "ENVBUILD_NVIDIA_SMI_TIMEOUT"  # a hung driver costs this long (tests shorten it)
+
+
+def _smi_timeout() -> float:
+    try:
+        return max(0.1, float(os.environ.get(NVIDIA_SMI_TIMEOUT_ENV, NVIDIA_SMI_TIMEOUT_S)))
+    except ValueError:
+        return NVIDIA_SMI_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -56,9 +64,9 @@ def read_driver() -> DriverReading:
 
 def _run_smi(executable: str, args: list[str], notes: list[str]) -> tuple[int, str] | None:
     try:
-        returncode, stdout, stderr = _run_alone([executable, *args], NVIDIA_SMI_TIMEOUT_S)
+        returncode, stdout, stderr = _run_alone([executable, *args], _smi_timeout())
     except subprocess.TimeoutExpired:
-        notes.append(f"nvidia-smi: no answer in {NVIDIA_SMI_TIMEOUT_S:g} s; it and its children were stopped")
+        notes.append(f"nvidia-smi: no answer in {_smi_timeout():g} s; it and its children were stopped")
         return None
     except OSError as exc:
         notes.append(f"nvidia-smi: {type(exc).__name__}: {exc}")

@@ -82,7 +82,9 @@ def test_dockerfile_shape() -> None:
 
 
 def test_ca_certificates_go_into_both_stages(tmp_path: Path) -> None:
-    (tmp_path / "corp.crt").write_text("not a real certificate, only a file to copy\n")
+    # PEM-shaped (envbuild accepts only certificate blocks), not a real certificate
+    (tmp_path / "corp.crt").write_text("-----BEGIN CERTIFICATE-----\nZW52YnVpbGQgdGVzdCwgbm90IGEgY2VydGlmaWNhdGU=\n"
+                                       "-----END CERTIFICATE-----\n")
     spec_file = tmp_path / "team.yaml"
     spec_file.write_text(yaml.safe_dump({
         "name": "team-vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],

@@ -1,0 +1,380 @@
+"""The fault catalogue: bad inputs and broken surroundings, one Case each, across every command.
+
+Each case says what a user typed, what their folder held, and what envbuild must answer: the exit
+code and the words its one `Error:` line carries (the cause, and a fix). The harness adds the
+promises every case shares: no traceback, nothing left behind, nothing of the user's lost.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from tests.faults.harness import Case, Workspace
+
+NOT_UTF8 = b"name: team\npython: '3.11'\ndescription: caf\xe9 \xff\xfe\n"
+NESTED = "name: team\nconda: " + "[" * 500 + "]" * 500 + "\n"
+NESTED_MAP = "name: team\nlabels: " + "{a: " * 500 + "1" + "}" * 500 + "\n"
+# 9 lists of 9 aliases of the one before: 342 bytes, 9^9 values once expanded.
+ALIAS_BOMB = "\n".join(
+    ['name: team', 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]" for prev, name in zip("abcdefgh", "bcdefghi", strict=True)]
+) + "\n"
+FAKE_PEM = ("-----BEGIN CERTIFICATE-----\nZW52YnVpbGQgZmF1bHRzIHRlc3QsIG5vdCBhIGNlcnRpZmljYXRl\n"
+            "-----END CERTIFICATE-----\n")
+FAKE_KEY = "-----BEGIN PRIVATE KEY-----\nZW52YnVpbGQgZmF1bHRzIHRlc3QsIG5vdCBhIGtleQ==\n-----END PRIVATE KEY-----\n"
+ENV_YML = "name: team\nchannels: [conda-forge]\ndependencies: [python=3.11, pytorch=2.13.0]\n"
+
+
+# --- setups ----------------------------------------------------------------------------------------
+
+def spec(ws: Workspace, **kwargs) -> None:
+    ws.spec(**kwargs)
+
+
+def with_spec(**kwargs):
+    return lambda ws: ws.spec(**kwargs)
+
+
+def with_file(name: str, content: str | bytes, also_spec: bool = False, **spec_kwargs):
+    def setup(ws: Workspace) -> None:
+        ws.write(name, content)
+        if also_spec:
+            ws.spec(**spec_kwargs)
+    return setup
+
+
+def with_ca(entry: str, files: dict[str, str]):
+    def setup(ws: Workspace) -> None:
+        for name, content in files.items():
+            ws.write(name, content)
+        ws.spec(extra=f"ca_certificates: [{entry!r}]\n")
+    return setup
+
+
+def with_read_only(name: str, spec_too: bool = True):
+    def setup(ws: Workspace) -> None:
+        if spec_too:
+            ws.spec()
+        ws.read_only_dir(name)
+    return setup
+
+
+def with_full(name: str):
+    def setup(ws: Workspace) -> None:
+        ws.spec()
+        ws.full_dir(name)
+    return setup
+
+
+def with_silent_channel(ws: Workspace) -> None:
+    ws.spec()
+    ws.values["silent"] = ws.silent_server()
+
+
+def with_closed_channel(ws: Workspace) -> None:
+    ws.spec()
+    ws.values["closed"] = ws.closed_port_url()
+
+
+def with_looking_fresh_lock(content: bytes):
+    """A lockfile whose info matches the spec's inputs but whose bytes are `content` (corrupted)."""
+    def setup(ws: Workspace) -> None:
+        from builder.lock import INFO_FILE, LOCK_FILE, lock_inputs
+        from builder.spec import load_spec
+        from builder.target import resolve_targets
+
+        spec_file = ws.spec()
+        target = resolve_targets(load_spec(spec_file))[0]
+        inputs = lock_inputs(target)
+        folder = ws.root / "locks" / target.key
+        folder.mkdir(parents=True)
+        (folder / LOCK_FILE).write_bytes(content)
+        (folder / INFO_FILE).write_text(json.dumps({
+            "envbuild_version": "0", "input_hash": inputs.input_hash, "env": target.name, "target": target.key,
+            "torch": target.torch, "cuda": None, "platforms": list(target.platforms), "channels": [],
+            "pip_repositories": [], "virtual_packages": {}, "solver": "x", "lockfile_sha256": "0" * 64,
+            "torch_builds": {}, "package_counts": {}}))
+    return setup
+
+
+def with_nvidia_smi(script: str):
+    def setup(ws: Workspace) -> None:
+        ws.tool("nvidia-smi", script)
+    return setup
+
+
+def with_world_lock(env_prefix: str = "faults", **spec_kwargs):
+    """A spec with a unique env name, locked for cpu on the world's channel into ./locks."""
+    def setup(ws: Workspace) -> None:
+        name = f"{env_prefix}-{uuid.uuid4().hex[:8]}"
+        ws.values["env"] = name
+        ws.spec(name=name, file="team.yaml", **spec_kwargs)
+        lock_world(ws)
+    return setup
+
+
+def lock_world(ws: Workspace) -> None:
+    done = subprocess.run([sys.executable, "-m", "builder", "lock", "team.yaml", "--channel", ws.values["world_channel"],
+                           "--locks", "locks"], cwd=ws.root, capture_output=True, text=True, timeout=300,
+                          env={"CI": "true", "PATH": "/usr/bin:/bin", "TMPDIR": str(ws.tmp), "HOME": str(ws.home)})
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def with_world_lock_missing_file(ws: Workspace) -> None:
+    """A lock whose one conda package URL the channel does not have (as after a mirror dropped it)."""
+    from builder.lock import INFO_FILE, LOCK_FILE
+    from builder.lockfile import lockfile_sha256
+
+    with_world_lock()(ws)
+    folder = ws.root / "locks" / "cpu"
+    text = (folder / LOCK_FILE).read_text()
+    import re
+
+    package = re.search(r"url: (http\S+?/)([^/\s]+\.(?:conda|tar\.bz2))\s", text)
+    assert package, "no conda package URL in the lock"
+    (folder / LOCK_FILE).write_text(text.replace(package.group(1) + package.group(2),
+                                                 package.group(1) + "gone-0.0-0.conda"))
+    info = json.loads((folder / INFO_FILE).read_text())
+    info["lockfile_sha256"] = lockfile_sha256(folder / LOCK_FILE)
+    (folder / INFO_FILE).write_text(json.dumps(info))
+
+
+def with_unique_spec(ws: Workspace) -> None:
+    name = f"faults-{uuid.uuid4().hex[:8]}"
+    ws.values["env"] = name
+    ws.spec(name=name, file="team.yaml")
+
+
+def with_foreign_out(ws: Workspace) -> None:
+    ws.spec()
+    ws.write("out/notes.txt", "a user's notes, not envbuild's\n")
+
+
+def with_existing(name: str, content: str = "keep me\n"):
+    def setup(ws: Workspace) -> None:
+        ws.spec()
+        ws.write(name, content)
+    return setup
+
+
+def with_prefix_file(ws: Workspace) -> None:
+    ws.spec()
+    ws.write("env-here", "a file where the env would go\n")
+
+
+# --- the catalogue ---------------------------------------------------------------------------------
+
+SPEC = ("team.yaml",)
+BAD_SPECS: list[tuple[str, str | bytes, tuple[str, ...]]] = [
+    ("not-utf8", NOT_UTF8, ("not UTF-8", "give")),
+    ("nested-500", NESTED, ("nested", "give")),
+    ("nested-map-500", NESTED_MAP, ("nested", "give")),
+    ("alias-bomb", ALIAS_BOMB, ("alias", "give")),
+    ("empty", "", ("mapping", "name")),
+    ("a-list", "- name: team\n", ("mapping",)),
+    ("not-yaml", "name: [team\n", ("not valid YAML", "give")),
+    ("huge", "name: team\n" + "#" * (2 << 20) + "\n", ("larger than", "give the right file")),
+    ("unknown-field", "name: team\npython: '3.11'\ntorch: '2.13.0'\ntargets: [{cuda: cpu}]\nbogus: 1\n",
+     ("bogus", "not a known field")),
+    ("cuda-as-float", "name: team\npython: '3.11'\ntorch: '2.13.0'\ntargets: [{cuda: 12.65}]\n", ("quotes",)),
+]
+# Every command that reads a spec gets every bad spec through the same loader; each command is
+# given a share of them, so all bad kinds and all commands are covered without a full product.
+SPEC_COMMANDS: list[tuple[str, ...]] = [
+    ("targets", "team.yaml"), ("render", "team.yaml"), ("lint", "team.yaml"), ("lock", "team.yaml"),
+    ("image", "team.yaml", "--cuda", "cpu"), ("doctor", "team.yaml"), ("ci", "github", "team.yaml"),
+    ("matrix", "team.yaml"), ("onboard", "team.yaml"), ("targets", "team.yaml", "--json"),
+]
+
+CASES: list[Case] = []
+for index, (kind, content, words) in enumerate(BAD_SPECS):
+    for command in (SPEC_COMMANDS[index % len(SPEC_COMMANDS)], SPEC_COMMANDS[(index + 3) % len(SPEC_COMMANDS)]):
+        CASES.append(Case(f"spec-{kind}-{command[0]}", command, exit=2, error=words,
+                          setup=with_file("team.yaml", content)))
+
+CASES += [
+    # input files that are not files
+    Case("spec-dev-zero", ("targets", "/dev/zero"), exit=2, error=("larger than",), timeout=30),
+    Case("spec-missing", ("targets", "absent.yaml"), exit=2, error=("does not exist",)),
+    Case("spec-is-a-folder", ("lint", "{root}"), exit=2, error=("is a directory",)),
+    Case("init-from-not-utf8", ("init", "--from", "environment.yml", "--out", "team.yaml"), exit=2,
+         error=("not UTF-8",), setup=with_file("environment.yml", b"name: x\ndependencies: [caf\xe9]\n")),
+    Case("init-from-alias-bomb", ("init", "--from", "environment.yml", "--out", "team.yaml"), exit=2,
+         error=("alias",), setup=with_file("environment.yml", ALIAS_BOMB)),
+    Case("init-from-dev-zero", ("init", "--from", "/dev/zero", "--out", "team.yaml"), exit=2,
+         error=("larger than",), timeout=30),
+    Case("init-from-nested", ("init", "--from", "environment.yml", "--out", "team.yaml"), exit=2,
+         error=("nested",), setup=with_file("environment.yml", NESTED)),
+
+    # render
+    Case("render-unknown-target", ("render", "team.yaml", "--cuda", "99.9"), exit=2, error=("no target 99.9",),
+         setup=with_spec()),
+    Case("render-out-read-only", ("render", "team.yaml", "--out", "ro/ctx"), error=("cannot write", "--out"),
+         setup=with_read_only("ro")),
+    Case("render-out-full-disk", ("render", "team.yaml", "--out", "full/ctx"), error=("no space", "free disk"),
+         setup=with_full("full")),
+    Case("render-out-is-a-file", ("render", "team.yaml", "--out", "team.yaml"), exit=2,
+         error=("team.yaml",), setup=with_spec()),
+    Case("render-out-foreign-folder", ("render", "team.yaml", "--out", "out"), exit=2,
+         error=("not empty", "new or empty folder"), setup=with_foreign_out),
+    Case("render-ca-absolute", ("render", "team.yaml"), exit=2, error=("under the spec's folder", "--ca-cert"),
+         setup=with_ca("/etc/ssl/private/corp.pem", {})),
+    Case("render-ca-parent", ("render", "team.yaml"), exit=2, error=("under the spec's folder",),
+         setup=with_ca("../outside.crt", {})),
+    Case("render-ca-private-key", ("render", "team.yaml"), exit=2, error=("private key",),
+         setup=with_ca("corp.pem", {"corp.pem": FAKE_KEY})),
+    Case("render-ca-not-pem", ("render", "team.yaml"), exit=2, error=("not a PEM", "openssl"),
+         setup=with_ca("corp.crt", {"corp.crt": "just some text\n"})),
+    Case("render-ca-cert-and-key", ("render", "team.yaml"), exit=2, error=("private key",),
+         setup=with_ca("both.pem", {"both.pem": FAKE_PEM + FAKE_KEY})),
+    Case("render-ca-missing", ("render", "team.yaml"), exit=2, error=("does not exist",),
+         setup=with_ca("absent.crt", {})),
+
+    # lint / targets
+    Case("targets-unknown-cuda", ("targets", "team.yaml", "--json", "--bogus"), exit=2, error=("--bogus",),
+         setup=with_spec()),
+
+    # lock
+    Case("lock-locks-read-only", ("lock", "team.yaml", "--locks", "ro/locks"), error=("cannot write locks", "--locks"),
+         setup=with_read_only("ro")),
+    Case("lock-check-not-utf8-lockfile", ("lock", "team.yaml", "--locks", "locks", "--check"),
+         error=("not UTF-8", "envbuild lock"), setup=with_looking_fresh_lock(b"version: 1\nmetadata: \xff\xfe\n")),
+    Case("lock-not-utf8-lockfile", ("lock", "team.yaml", "--locks", "locks"),
+         error=("not UTF-8", "lock --force"), setup=with_looking_fresh_lock(b"version: 1\nmetadata: \xff\xfe\n")),
+    Case("lock-alias-bomb-lockfile", ("lock", "team.yaml", "--locks", "locks", "--check"),
+         error=("alias",), setup=with_looking_fresh_lock(ALIAS_BOMB.encode())),
+    Case("lock-check-missing", ("lock", "team.yaml", "--locks", "locks", "--check"),
+         error=("missing", "envbuild lock"), setup=with_spec()),
+    Case("lock-silent-channel", ("lock", "team.yaml", "--channel", "{silent}"), error=("did not answer", "channel"),
+         setup=with_silent_channel, env=(("ENVBUILD_CHANNEL_TIMEOUT", "1"),), timeout=60),
+    Case("lock-closed-channel", ("lock", "team.yaml", "--channel", "{closed}"), error=("cannot reach", "channel"),
+         setup=with_closed_channel),
+    Case("lock-update-without-lock", ("lock", "team.yaml", "--update", "numpy", "--channel", "{world_channel}"),
+         error=("--update", "envbuild lock"), setup=with_spec(extra="conda: [numpy]\n"), needs="world"),
+    Case("lock-solver-not-found", ("lock", "team.yaml", "--solver", "no-such-solver", "--channel", "{world_channel}"),
+         error=("no-such-solver", "not found"), setup=with_spec(), needs="world"),
+    Case("lock-bad-platform", ("lock", "team.yaml", "--platform", "amiga-68k"), exit=2, error=("amiga-68k",),
+         setup=with_spec()),
+    Case("lock-jobs-zero", ("lock", "team.yaml", "--jobs", "0"), exit=2, error=("--jobs",), setup=with_spec()),
+    Case("lock-unsatisfiable-first", ("lock", "team.yaml", "--channel", "{world_channel}"),
+         error=("no candidates", "package-that-does-not-exist", "check the package"),
+         setup=with_spec(extra="conda: [package-that-does-not-exist]\n"), needs="world"),
+    Case("lock-into-full-disk", ("lock", "team.yaml", "--channel", "{world_channel}", "--locks", "full/locks"),
+         error=("no space",), setup=with_full("full"), needs="world"),
+
+    # image
+    Case("image-no-target", ("image", "team.yaml"), exit=2, error=("--cuda",), setup=with_spec()),
+    Case("image-ca-cert-not-pem", ("image", "team.yaml", "--cuda", "cpu", "--ca-cert", "corp.crt"), exit=2,
+         error=("not a PEM",), setup=with_file("corp.crt", "hello\n", also_spec=True)),
+    Case("image-ca-cert-private-key", ("image", "team.yaml", "--cuda", "cpu", "--ca-cert", "key.pem"), exit=2,
+         error=("private key",), setup=with_file("key.pem", FAKE_KEY, also_spec=True)),
+    Case("image-ca-cert-empty", ("image", "team.yaml", "--cuda", "cpu", "--ca-cert", "empty.crt"), exit=2,
+         error=("not a PEM",), setup=with_file("empty.crt", "", also_spec=True)),
+    Case("image-bad-build-arg", ("image", "team.yaml", "--cuda", "cpu", "--build-arg", "novalue"), exit=2,
+         error=("KEY=VALUE",), setup=with_spec()),
+    Case("image-frozen-missing-lock", ("image", "team.yaml", "--cuda", "cpu", "--frozen", "--locks", "locks"),
+         error=("missing", "envbuild lock"), setup=with_spec()),
+    Case("image-bad-network", ("image", "team.yaml", "--cuda", "cpu", "--network", "moon"), exit=2,
+         error=("--network",), setup=with_spec()),
+    Case("image-no-engine", ("image", "team.yaml", "--cuda", "cpu", "--frozen", "--locks", "locks",
+                             "--channel", "{world_channel}"),
+         error=("no Docker engine", "start"), setup=with_world_lock(), needs="world",
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("image-missing-base", ("image", "team.yaml", "--cuda", "cpu", "--frozen", "--locks", "locks",
+                                "--channel", "{world_channel}", "--builder-image", "local/not-here:1",
+                                "--network", "host"),
+         error=("local/not-here:1", "not on this engine", "--builder-image"),
+         setup=with_world_lock(), needs="docker", timeout=300),
+    Case("image-installer-404", ("image", "team.yaml", "--cuda", "cpu", "--frozen", "--locks", "locks",
+                                 "--channel", "{world_channel}", "--network", "host"),
+         error=("gone-0.0-0.conda", "relock"), setup=with_world_lock_missing_file, needs="docker", timeout=600),
+
+    # smoke
+    Case("smoke-no-image", ("smoke",), exit=2, error=("IMAGE", "--local")),
+    Case("smoke-gpus-zero", ("smoke", "some-image", "--gpus", "0"), exit=2, error=("--gpus 0", "CPU-only")),
+    Case("smoke-gpus-negative", ("smoke", "some-image", "--gpus", "-1"), exit=2, error=("--gpus",)),
+    Case("smoke-gpus-huge", ("smoke", "some-image", "--gpus", "100000"), exit=2, error=("1 to",)),
+    Case("smoke-gpus-word", ("smoke", "some-image", "--gpus", "lots"), exit=2, error=("use all",)),
+    Case("smoke-gpus-auto-zero", ("smoke", "some-image", "--gpus", "auto:0"), exit=2, error=("--gpus auto:0",)),
+    Case("smoke-require-gpus-without-gpus", ("smoke", "some-image", "--require-gpus", "1"), exit=2,
+         error=("--require-gpus 1", "--gpus all")),
+    Case("smoke-require-more-than-asked", ("smoke", "some-image", "--require-gpus", "2", "--gpus", "1"), exit=2,
+         error=("at least 2",)),
+    Case("smoke-bad-shm", ("smoke", "some-image", "--shm-size", "lots"), exit=2, error=("--shm-size",)),
+    Case("smoke-bad-ulimit", ("smoke", "some-image", "--ulimit", "nofile=many"), exit=2, error=("--ulimit",)),
+    Case("smoke-no-engine", ("smoke", "some-image"), error=("no Docker engine", "start"),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("smoke-image-absent", ("smoke", "envbuild-faults-absent:never"), error=("no image", "envbuild image"),
+         needs="docker"),
+    Case("smoke-junit-full-disk", ("smoke", "--local", "--only", "env.torch_version", "--junit", "full/report.xml"),
+         error=("JUnit", "results above"), stdout=("env.torch_version",), setup=with_full("full"), timeout=120),
+    Case("smoke-junit-read-only", ("smoke", "--local", "--only", "env.torch_version", "--junit", "ro/report.xml"),
+         error=("JUnit", "writable"), stdout=("env.torch_version",), setup=with_read_only("ro", spec_too=False),
+         timeout=120),
+    Case("smoke-local-unknown-check", ("smoke", "--local", "--only", "no.such_check"), error=("no.such_check",),
+         timeout=120),
+
+    # images
+    Case("images-no-engine", ("images", "team.yaml"), error=("no Docker engine",), setup=with_spec(),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+
+    # doctor: facts, not failures: it must still report, without a traceback or an Error line
+    Case("doctor-nvidia-smi-not-utf8", ("doctor",), exit=0, error=None, stdout=("host",),
+         setup=with_nvidia_smi("printf 'Driver Version: 5\\377\\376 CUDA Version: 12.\\377\\n'\n"),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("doctor-nvidia-smi-hangs", ("doctor",), exit=0, error=None, stdout=("host",),
+         setup=with_nvidia_smi("sleep 300 &\nsleep 300\n"),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"), ("ENVBUILD_NVIDIA_SMI_TIMEOUT", "1")), timeout=60),
+    Case("doctor-nvidia-smi-fails", ("doctor",), exit=0, error=None, stdout=("host",),
+         setup=with_nvidia_smi("echo 'NVIDIA-SMI has failed because it could not communicate' >&2\nexit 9\n"),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+
+    # init
+    Case("init-out-exists", ("init", "--out", "team.yaml"), exit=2, error=("exists", "--force"), setup=with_spec()),
+    Case("init-out-read-only", ("init", "--out", "ro/team.yaml"), error=("ro/team.yaml",),
+         setup=with_read_only("ro", spec_too=False)),
+    Case("init-from-missing", ("init", "--from", "absent.yml"), exit=2, error=("does not exist",)),
+
+    # ci
+    Case("ci-out-exists", ("ci", "github", "team.yaml", "--out", "pipeline.yml"), exit=2, error=("exists", "--force"),
+         setup=with_existing("pipeline.yml")),
+    Case("ci-out-read-only", ("ci", "gitlab", "team.yaml", "--out", "ro/.gitlab-ci.yml"), error=("ro/.gitlab-ci.yml",),
+         setup=with_read_only("ro")),
+    Case("ci-bad-provider", ("ci", "jenkins", "team.yaml"), exit=2, error=("jenkins",), setup=with_spec()),
+    Case("ci-require-gpus-zero", ("ci", "github", "team.yaml", "--require-gpus", "0"), exit=2,
+         error=("--require-gpus",), setup=with_spec()),
+
+    # matrix
+    Case("matrix-gpus-zero", ("matrix", "team.yaml", "--gpus", "0"), exit=2, error=("--gpus 0",), setup=with_spec()),
+    Case("matrix-require-gpus-without-gpus", ("matrix", "team.yaml", "--require-gpus", "1"), exit=2,
+         error=("--gpus all",), setup=with_spec()),
+    Case("matrix-frozen-missing-lock", ("matrix", "team.yaml", "--frozen", "--locks", "locks"),
+         error=("missing", "envbuild lock"), setup=with_spec(),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+
+    # onboard
+    Case("onboard-prefix-is-a-file", ("onboard", "team.yaml", "--prefix", "env-here", "--cuda", "cpu"),
+         exit=2, error=("env-here", "is a file"), setup=with_prefix_file),
+    Case("onboard-installer-missing", ("onboard", "team.yaml", "--installer", "no-such-installer", "--cuda", "cpu"),
+         exit=2, error=("no-such-installer",), setup=with_spec()),
+    Case("onboard-image-with-prefix", ("onboard", "team.yaml", "--image", "--prefix", "env"), exit=2,
+         error=("--prefix",), setup=with_spec()),
+    Case("onboard-frozen-missing-lock", ("onboard", "team.yaml", "--frozen", "--locks", "locks", "--cuda", "cpu",
+                                         "--prefix", "env"),
+         error=("missing", "envbuild lock"), setup=with_spec()),
+    Case("onboard-prefix-read-only", ("onboard", "team.yaml", "--prefix", "ro/env", "--cuda", "cpu", "--locks", "locks"),
+         error=("ro/env", "--prefix"), setup=with_read_only("ro")),
+]
+
+
+def by_id() -> dict[str, Case]:
+    found = {case.id: case for case in CASES}
+    assert len(found) == len(CASES), "case ids must be unique"
+    return found
+
+
+__all__ = ["CASES", "Path", "by_id"]
