@@ -19,7 +19,7 @@ from typing import TypeVar
 import yaml
 
 from builder.lock_inputs import OWN_SOLVER, LockInputs, mapping_file
-from builder.proc import exit_now, kill_group, lead_own_group_dying_with_parent, signals_as_interrupt
+from builder.proc import exit_now, kill_group, lead_own_group_dying_with_parent, popen, signals_as_interrupt
 
 LOCK_FILE = "conda-lock.yml"
 Result = TypeVar("Result")
@@ -194,10 +194,12 @@ def solver_service(scratch: Path, solver: Path, needed: bool) -> Iterator[None]:
         yield
         return
     socket_path = scratch / "solver.sock"
-    service = subprocess.Popen(
+    # Through proc.popen: its own session, and it dies with envbuild (kill -9 included) instead of
+    # serving on for nobody.
+    service = popen(
         [sys.executable, "-c", f"from builder.solver_shim import serve; serve({str(socket_path)!r})"],
         env={**os.environ, CACHE_ENV: str(scratch / "solver-cache")}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     previous = os.environ.get(SERVICE_ENV)
     os.environ[SERVICE_ENV] = str(socket_path)
     try:
