@@ -132,7 +132,7 @@ def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path 
     from builder.context import render_contexts
 
     written = render_contexts(resolve_targets(load_spec(spec), cuda, sources), out, lock_root=lock_root,
-                              replaced_pip_index=bool(sources.pip_index), image_platform=image_platform)
+                              image_platform=image_platform)
     if as_json:
         reports.print_json([item.as_dict() for item in written])
         return
@@ -169,12 +169,11 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
 
     env_spec = with_images(load_spec(spec), base_image)
     resolved = resolve_targets(env_spec, cuda, sources, platforms)
-    replaced_pip_index = bool(sources.pip_index)
     if check:
-        results = check_targets(resolved, lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)
+        results = check_targets(resolved, lock_root=lock_root, solver=solver)
     else:
         results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
-                               parallel=jobs, timeout=timeout, replaced_pip_index=replaced_pip_index)
+                               parallel=jobs, timeout=timeout)
     if as_json:
         reports.print_json([r.as_dict() for r in results])
     else:
@@ -185,7 +184,10 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
               "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
         )
     # On stderr also with --json: a CI log then says what to run, while the JSON goes to a report file.
+    blamed = _first_bad(results, check)
     for result in results:
+        if result is blamed and result.status != "failed":
+            continue  # said by the Error line below
         if result.status != "failed" and result.message:
             click.echo(f"{result.target}: {result.message}" + (f"; {result.hint}" if result.hint else ""), err=True)
         elif "\n" in result.message:  # the solver's explanation: the Error line below sums it up
@@ -193,6 +195,11 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
             click.echo("\n".join(f"{result.target}: {line}" if i == 0 else f"  {line}"
                                   for i, line in enumerate(details)), err=True)
     _raise_for_locks(results, check, spec)
+
+
+def _first_bad(results, check: bool):
+    """The target the Error line names: the first that failed or, with --check, is not fresh."""
+    return next((r for r in results if r.status == "failed" or (check and r.status in ("stale", "missing"))), None)
 
 
 def _raise_for_locks(results, check: bool, spec: Path) -> None:
@@ -206,9 +213,10 @@ def _raise_for_locks(results, check: bool, spec: Path) -> None:
     more = f" (and {len(bad) - 1} more target(s), see above)" if len(bad) > 1 else ""
     if first.status == "failed":
         raise EnvbuildError(f"{first.target}: lock failed: {failure_line(first.message)}{more}")
-    why = first.message.split(";")[0] if first.message else (
-        "no lockfile yet" if first.status == "missing" else "its inputs changed since it was locked")
-    raise EnvbuildError(f"{first.target}: the lock is {first.status} ({why}); run `envbuild lock {spec}`{more}")
+    why = first.message or ("no lockfile yet" if first.status == "missing" else "its inputs changed")
+    state = why if why.startswith(first.status) else f"the lock is {first.status} ({why})"
+    fix = first.hint or f"run `envbuild lock {spec}`"
+    raise EnvbuildError(f"{first.target}: {state}; {fix}{more}")
 
 
 @cli.command()
@@ -237,7 +245,7 @@ def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None
         with build_progress(target.tag) as echo:
             results.append(build_target_image(
                 target, lock_root=locks.lock_root, options=engine, relock=not locks.frozen,
-                solver=locks.solver, push=push, echo=echo, replaced_pip_index=bool(sources.pip_index)))
+                solver=locks.solver, push=push, echo=echo))
     if as_json:
         reports.print_json([r.as_dict() for r in results])
         return
@@ -543,7 +551,7 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
     flags = smoke_container
     container = flags.container()
     rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine_for(spec), frozen=locks.frozen,
-                      solver=locks.solver, replaced_pip_index=bool(sources.pip_index), container=container,
+                      solver=locks.solver, container=container,
                       require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
     if as_json:
         reports.print_json([row.as_dict() for row in rows])
@@ -621,11 +629,9 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
         raise UsageError(f"{', '.join(misplaced)}: for {where}")
     env_spec = with_images(load_spec(spec), base_image, builder_image)
     resolved = resolve_targets(env_spec, (cuda,) if cuda else (), sources)
-    replaced_pip_index = bool(sources.pip_index)
     if as_image or pull:
         image_result = path.onboard_image(resolved, asked=bool(cuda), pull=pull, lock_root=locks.lock_root,
                                           frozen=locks.frozen, solver=locks.solver,
-                                          replaced_pip_index=replaced_pip_index,
                                           options=BuildOptions(network=network), progress=build_progress,
                                           echo=echo)
         if as_json:
@@ -637,8 +643,7 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
         return
     result = path.onboard(resolved, asked=bool(cuda), prefix=prefix, name=name, installer=installer,
                           kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force,
-                          lock_root=locks.lock_root, frozen=locks.frozen, solver=locks.solver,
-                          replaced_pip_index=replaced_pip_index, echo=echo)
+                          lock_root=locks.lock_root, frozen=locks.frozen, solver=locks.solver, echo=echo)
     if as_json:
         reports.print_json(result.as_dict())
     else:

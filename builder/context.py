@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import EnvbuildError
-from builder.lockfile import lockfile_sha256, read_lock
+from builder.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.render import RenderedEnv, render_target, write_context
 from builder.target import Target
 
@@ -55,20 +55,24 @@ def _installer_files(destination: Path) -> None:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-def make_context(target: Target, lock_path: Path, root: Path, image_platform: str = "linux/amd64") -> BuildContext:
+def make_context(target: Target, lock_path: Path, root: Path, image_platform: str = "linux/amd64",
+                 lock: CondaLock | None = None) -> BuildContext:
+    """The build context under `root`. The lock is parsed once (here, unless the caller already read
+    it) and that one value gives both the platform check and the install plan."""
     from builder.install import export_platform_plan
 
     subdir = IMAGE_PLATFORM_SUBDIR.get(image_platform)
     if subdir is None:
         raise EnvbuildError(f"--platform {image_platform}: envbuild builds linux/amd64 or linux/arm64 images")
-    lock = read_lock(lock_path)
+    if lock is None:
+        lock = read_lock(lock_path)
     if subdir not in lock.metadata.platforms:
         raise EnvbuildError(
             f"{lock_path}: locked for {', '.join(lock.metadata.platforms)}, not {subdir}; "
             f"add {subdir} to the target's platforms and run `envbuild lock`"
         )
     rendered = render_target(target)
-    plan = export_platform_plan(lock_path, subdir)
+    plan = export_platform_plan(lock, subdir, str(lock_path))
     root.mkdir(parents=True, exist_ok=True)
     write_context(rendered, root, {"envbuild/plan.json": json.dumps(plan, indent=1, sort_keys=True).encode()})
     (root / "envbuild" / "conda-lock.yml").write_bytes(lock_path.read_bytes())
@@ -92,7 +96,7 @@ class RenderedContext:
                 "lockfile": str(self.lockfile) if self.lockfile else None, "note": self.note}
 
 
-def render_context(target: Target, out: Path, *, lock_root: Path | None = None, replaced_pip_index: bool = False,
+def render_context(target: Target, out: Path, *, lock_root: Path | None = None,
                    image_platform: str = "linux/amd64", solver: str | None = None) -> RenderedContext:
     """The folder a user can hand to `docker build` (any engine): the same context `envbuild image`
     builds, from the target's fresh lock. Without one, only the rendered files, and a note why.
@@ -101,12 +105,12 @@ def render_context(target: Target, out: Path, *, lock_root: Path | None = None, 
     from builder.generated_files import write_owned_folder
     from builder.lock import check_targets
 
-    checked = check_targets([target], lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)[0]
+    checked = check_targets([target], lock_root=lock_root, solver=solver)[0]
     if checked.status == "fresh":
         write_owned_folder(out, lambda staging: make_context(target, checked.path, staging, image_platform),
                            "envbuild render")
         return RenderedContext(target.key, out, True, checked.path)
-    rendered = render_target(target, sources_replaced_pip=replaced_pip_index)
+    rendered = render_target(target)
     write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")
     why = f" ({'; '.join(checked.reasons)})" if checked.reasons else ""
     return RenderedContext(target.key, out, False, None,

@@ -12,8 +12,7 @@ import re
 import shlex
 from pathlib import Path
 
-from builder.errors import UsageError
-from builder.import_read import Hint, Reading, read_channel_list, read_conda_text, read_pip_text
+from builder.import_read import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 
 PYTORCH_IMAGE = re.compile(
     r"(?:docker\.io/)?pytorch/pytorch:(\d+\.\d+(?:\.\d+)?)-cuda(\d+\.\d+)-cudnn\d+-(?:runtime|devel)"
@@ -31,11 +30,7 @@ CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file"}
 
 
 def read_dockerfile(path: Path) -> Reading:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageError(f"{path}: cannot read it as text ({error})") from error
-    return read_dockerfile_text(text, str(path))
+    return read_dockerfile_text(read_text_file(path, "Dockerfile"), str(path))
 
 
 def read_dockerfile_text(text: str, source: str) -> Reading:

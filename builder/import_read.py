@@ -144,12 +144,16 @@ def source_kind(path: Path) -> str:
                      "then by content)")
 
 
-def read_requirements(path: Path) -> Reading:
+def read_text_file(path: Path, kind: str) -> str:
+    """A file `init --from` reads, size-capped and as UTF-8 text, or one UsageError naming why not."""
     from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
 
-    data = read_capped(path, MAX_SPEC_BYTES, "requirements file", UsageError)
-    text = decode(data, path, "requirements file", UsageError, "save it as UTF-8")
-    return read_requirements_text(text, str(path))
+    data = read_capped(path, MAX_SPEC_BYTES, kind, UsageError)
+    return decode(data, path, kind, UsageError, "save it as UTF-8")
+
+
+def read_requirements(path: Path) -> Reading:
+    return read_requirements_text(read_text_file(path, "requirements file"), str(path))
 
 
 def read_requirements_text(text: str, source: str) -> Reading:

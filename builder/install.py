@@ -7,8 +7,8 @@ packages and keeps a wrong hash in its cache, so a shared cache could launder a 
 entries of the lock are installed after, by the environment's own pip with `--require-hashes`.
 
 This module runs in two places:
-- on the host (`install_lock`, `export_platform_plan`), which reads conda-lock.yml with conda-lock's
-  own pydantic model;
+- on the host (`install_lock`, `export_platform_plan`), which takes the lock as builder.lockfile
+  reads it (one model, one set of messages);
 - inside an image's builder stage, where only a Python >= 3.10 and the py-rattler wheel exist:
   `python -m builder.install --plan plan.json --prefix /opt/env [--staging /out/opt/env]`.
 So at module level it imports only the standard library and rattler (the image holds this one file, not
@@ -32,9 +32,12 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rattler
+
+if TYPE_CHECKING:  # host-only, and only for annotations: the image has no pydantic
+    from builder.lockfile import CondaLock
 
 PLAN_FORMAT = 1
 PLAN_KIND = "envbuild-install-plan"
@@ -146,6 +149,15 @@ def read_plan(path: Path) -> InstallPlan:
     return InstallPlan.from_json_dict(data, str(path))
 
 
+def _is_plan_file(path: Path) -> bool:
+    """A JSON file written by `export_platform_plan` (not a conda-lock.yml in JSON form)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False  # read_lock says what is wrong with it
+    return isinstance(data, dict) and data.get("kind") == PLAN_KIND
+
+
 def read_explicit(path: Path) -> InstallPlan:
     """Read a conda explicit lockfile (`@EXPLICIT`, `URL#md5` lines, `# pip name @ URL` lines).
 
@@ -170,25 +182,29 @@ def read_explicit(path: Path) -> InstallPlan:
 # ---------------------------------------------------------------- host side (conda-lock.yml)
 
 
-def export_platform_plan(lockfile: Path, platform: str) -> dict[str, Any]:
+def export_platform_plan(lockfile: Path | CondaLock, platform: str, source: str = "") -> dict[str, Any]:
     """The JSON install plan (urls, sha256, md5, pip entries) of one platform of a lockfile.
 
-    Host-only: reads conda-lock.yml (or its JSON form) with conda-lock's own model. Raises
+    Host-only: takes the lock as read once by builder.lockfile.read_lock (or its path). Raises
     EnvbuildError with one line when the file is missing, corrupted or lacks the platform.
     """
-    return _host_errors(lambda: plan_from_lock(lockfile, platform).to_json_dict())
+    return _host_errors(lambda: plan_from_lock(lockfile, platform, source).to_json_dict())
 
 
-def plan_from_lock(lockfile: Path, platform: str) -> InstallPlan:
-    """The install plan of `platform` in a conda-lock.yml, a JSON form of it, or a JSON plan."""
-    lockfile = Path(lockfile)
-    document = _load_lock_document(lockfile)
-    if isinstance(document, dict) and document.get("kind") == PLAN_KIND:
-        plan = InstallPlan.from_json_dict(document, str(lockfile))
-        if plan.platform != platform:
-            raise InstallError(f"{lockfile}: install plan is for {plan.platform}, not {platform}")
-        return plan
-    return _plan_from_conda_lock(_validate_conda_lock(document, lockfile), platform, lockfile)
+def plan_from_lock(lockfile: Path | CondaLock, platform: str, source: str = "") -> InstallPlan:
+    """The install plan of `platform` of a lock: a CondaLock, a conda-lock.yml, or a JSON plan file
+    written by `export_platform_plan`. `source` names a CondaLock's file in messages."""
+    if isinstance(lockfile, (str, Path)):
+        path = Path(lockfile)
+        if path.suffix == ".json" and _is_plan_file(path):
+            plan = read_plan(path)
+            if plan.platform != platform:
+                raise InstallError(f"{path}: install plan is for {plan.platform}, not {platform}")
+            return plan
+        from builder.lockfile import read_lock  # host-only: pydantic and YAML (which reads JSON locks too)
+
+        return _plan_from_conda_lock(read_lock(path), platform, str(path))
+    return _plan_from_conda_lock(lockfile, platform, source or "the lock")
 
 
 def install_lock(
@@ -576,55 +592,7 @@ def _last_line(text: str) -> str:
 # ---------------------------------------------------------------- host-only parsing
 
 
-def _load_lock_document(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InstallError(f"{path}: lockfile not found; run `envbuild lock` first") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InstallError(f"{path}: lockfile is not readable ({exc})") from None
-    if path.suffix == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InstallError(f"{path}: lockfile is corrupted: not valid JSON ({exc})") from None
-    import yaml  # host-only: the image's builder stage reads JSON plans
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InstallError(f"{path}: lockfile is corrupted: not valid YAML{at}; lock again") from None
-
-
-def _validate_conda_lock(document: Any, path: Path) -> Any:
-    """conda-lock's own model of its lockfile (v1 on disk, v2 in memory)."""
-    import pydantic  # host-only
-    from conda_lock.lockfile import lockfile_v1_to_v2
-    from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
-    from conda_lock.lockfile.v2prelim.models import Lockfile as LockfileV2
-
-    if not isinstance(document, dict):
-        raise InstallError(f"{path}: not a conda-lock lockfile (expected a mapping with version, metadata, package)")
-    content = dict(document)
-    version = content.pop("version", None)
-    try:
-        if version == 1:
-            return lockfile_v1_to_v2(LockfileV1.model_validate(content))
-        if version == 2:
-            return LockfileV2.model_validate(content)
-    except pydantic.ValidationError as exc:
-        error = exc.errors()[0]
-        at = ".".join(str(part) for part in error.get("loc", ()))
-        raise InstallError(
-            f"{path}: not a valid conda-lock lockfile ({at}: {error.get('msg')}; "
-            f"{exc.error_count()} problem(s)); lock again"
-        ) from None
-    raise InstallError(f"{path}: not a conda-lock lockfile (version {version!r}, expected 1)")
-
-
-def _plan_from_conda_lock(lock: Any, platform: str, path: Path) -> InstallPlan:
+def _plan_from_conda_lock(lock: CondaLock, platform: str, path: str) -> InstallPlan:
     if platform not in lock.metadata.platforms:
         raise InstallError(
             f"{path}: no platform {platform} in the lock (it has {', '.join(lock.metadata.platforms)})"

@@ -437,13 +437,12 @@ def lock_targets(
     force: bool = False,
     parallel: int | None = None,
     timeout: float = 600.0,
-    replaced_pip_index: bool = False,
 ) -> list[LockResult]:
     """Lock every target whose inputs changed (all of them with `force` or `update`)."""
     if not targets:
         return []
     if not (force or update):
-        unchanged = _all_unchanged(targets, lock_root, replaced_pip_index, solver)
+        unchanged = _all_unchanged(targets, lock_root, solver)
         if unchanged is not None:
             return unchanged
     env_folder = default_lock_dir(targets[0], lock_root).parent
@@ -451,7 +450,7 @@ def lock_targets(
         results: dict[str, LockResult] = {}
         jobs: list[Job] = []
         solver_path = find_solver(solver)
-        all_inputs = [lock_inputs(target, replaced_pip_index, solver_path.name) for target in targets]
+        all_inputs = [lock_inputs(target, solver_path.name) for target in targets]
         for inputs in all_inputs if update else ():
             check_update_names(update, inputs)
         # Named after this process: what a run killed with SIGKILL left, the next run removes.
@@ -491,8 +490,7 @@ def lock_targets(
     return [results[t.key] for t in targets]
 
 
-def _all_unchanged(targets: Sequence[Target], lock_root: Path | None, replaced_pip_index: bool,
-                   solver: str | None) -> list[LockResult] | None:
+def _all_unchanged(targets: Sequence[Target], lock_root: Path | None, solver: str | None) -> list[LockResult] | None:
     """Every target's result when all locks are fresh, else None; read without the env's file lock.
 
     A lock and its info are each renamed into place whole, and a lock is fresh only when the info
@@ -501,7 +499,7 @@ def _all_unchanged(targets: Sequence[Target], lock_root: Path | None, replaced_p
     solver_name = find_solver(solver).name
     results = []
     for target in targets:
-        inputs = lock_inputs(target, replaced_pip_index, solver_name)
+        inputs = lock_inputs(target, solver_name)
         folder = default_lock_dir(target, lock_root)
         try:
             info = fresh_info(inputs, folder)
@@ -540,12 +538,12 @@ def _relock_reasons(inputs: LockInputs, folder: Path, force: bool, update: Seque
 
 
 def check_targets(targets: Sequence[Target], *, lock_root: Path | None = None,
-                  replaced_pip_index: bool = False, solver: str | None = None) -> list[LockResult]:
+                  solver: str | None = None) -> list[LockResult]:
     """For CI: which locks are fresh, stale (and why) or missing, without solving anything."""
     results = []
     solver_name = find_solver(solver).name
     for target in targets:
-        inputs = lock_inputs(target, replaced_pip_index, solver_name)
+        inputs = lock_inputs(target, solver_name)
         folder = default_lock_dir(target, lock_root)
         try:
             status, reasons = lock_status(inputs, folder)

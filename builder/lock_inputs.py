@@ -65,9 +65,9 @@ def _mapping_sha256() -> str:
     return hashlib.sha256(mapping_file().read_bytes()).hexdigest()
 
 
-def lock_material(target: Target, replaced_pip_index: bool, solver_name: str) -> dict[str, Any]:
+def lock_material(target: Target, solver_name: str) -> dict[str, Any]:
     """The fields of one target's solve, as plain JSON values."""
-    context = environment_context(target, replaced_pip_index)
+    context = environment_context(target)
     dependencies = [f"{line.spec}  # [{line.selector}]" if line.selector else line.spec for line in context["conda"]]
     dependencies += [f"pip: {requirement}" for requirement in context["pip"]]
     material: dict[str, Any] = {
@@ -94,7 +94,6 @@ def material_hash(material: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class LockInputs:
     target: Target
-    replaced_pip_index: bool
     material: dict[str, Any]
 
     @property
@@ -109,15 +108,16 @@ class LockInputs:
     def environment_yml(self) -> str:
         """What conda-lock reads; rendered only for a target that is solved (a fresh lock needs
         only the material)."""
-        return render_target(self.target, sources_replaced_pip=self.replaced_pip_index).environment_yml
+        return render_target(self.target).environment_yml
 
     def virtual_packages_yml(self) -> str:
         subdirs = {p: {"packages": packages} for p, packages in self.virtual_packages.items()}
         return yaml.safe_dump({"subdirs": subdirs}, sort_keys=True)
 
 
-def lock_inputs(target: Target, replaced_pip_index: bool = False, solver_name: str = OWN_SOLVER) -> LockInputs:
-    return LockInputs(target, replaced_pip_index, lock_material(target, replaced_pip_index, solver_name))
+def lock_inputs(target: Target, solver_name: str = OWN_SOLVER) -> LockInputs:
+    """What a lock of `target` is made from: a function of the resolved target (and the solver) alone."""
+    return LockInputs(target, lock_material(target, solver_name))
 
 
 def stale_reasons(recorded: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:

@@ -1,4 +1,10 @@
-"""The conda-lock.yml lockfile as a typed value (what envbuild reads of conda-lock's v1 format)."""
+"""The conda-lock.yml lockfile as one typed value, read in one place with one set of messages.
+
+Every stage that needs a lock's content (the lock check, the mixed-CUDA guard, the build context and
+its install plan, onboard's install) takes a `CondaLock` from `read_lock`; nothing else parses the
+file. The model keeps what envbuild uses of conda-lock's format (version 1 on disk; version 2 has the
+same package fields) and ignores the rest.
+"""
 
 from __future__ import annotations
 
@@ -62,26 +68,34 @@ class CondaLock(BaseModel):
         return next((p for p in self.for_platform(platform) if p.name == name), None)
 
 
+# conda-lock writes version 1; its version 2 ("v2prelim") keeps the package fields envbuild reads.
+READABLE_VERSIONS = (1, 2)
+
+
 def read_lock(path: Path) -> CondaLock:
     """Parse a conda-lock.yml; anything unreadable is one clear line, never a traceback."""
     from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, read_yaml
 
     if not path.is_file():
-        raise EnvbuildError(f"{path}: cannot read the lockfile (no such file); run `envbuild lock`")
+        raise EnvbuildError(f"{path}: lockfile not found; run `envbuild lock` first")
     data = read_yaml(path, "lockfile", EnvbuildError, "the lockfile is corrupted; run `envbuild lock --force`",
                      limit=MAX_LOCK_BYTES, loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
                      max_nodes=MAX_EXPANDED_NODES)
+    if not isinstance(data, dict):
+        raise EnvbuildError(f"{path}: not a conda-lock lockfile (expected a mapping with version, metadata, "
+                            "package); run `envbuild lock --force`")
+    if data.get("version") not in READABLE_VERSIONS:
+        raise EnvbuildError(f"{path}: not a conda-lock lockfile envbuild reads (format version "
+                            f"{data.get('version')!r}, expected 1); run `envbuild lock --force`")
     try:
-        lock = CondaLock.model_validate(data)
+        return CondaLock.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise EnvbuildError(
-            f"{path}: not a conda-lock v1 lockfile ({where}: {first['msg']}); run `envbuild lock --force`"
+            f"{path}: not a valid conda-lock lockfile, the lockfile is corrupted ({where}: {first['msg']}; "
+            f"{exc.error_count()} problem(s)); run `envbuild lock --force`"
         ) from None
-    if lock.version != 1:
-        raise EnvbuildError(f"{path}: conda-lock format version {lock.version}, envbuild reads version 1")
-    return lock
 
 
 def lockfile_sha256(path: Path) -> str:

@@ -86,23 +86,19 @@ def run_matrix(
     options: BuildOptions = BuildOptions(),
     frozen: bool = False,
     solver: str | None = None,
-    replaced_pip_index: bool = False,
     container: ContainerOptions = ContainerOptions(),
     require_gpus: int = 0,
     timeout: float = 900.0,
     progress: Progress = lambda title: nullcontext(lambda line: None),
 ) -> list[MatrixRow]:
-    statuses = {r.target: r.status for r in check_targets(targets, lock_root=lock_root,
-                                                          replaced_pip_index=replaced_pip_index,
-                                                          solver=solver)}
+    statuses = {r.target: r.status for r in check_targets(targets, lock_root=lock_root, solver=solver)}
     rows = []
     for target in targets:
         row = MatrixRow(target.key, target.torch, target.cuda or "cpu", lock=statuses[target.key])
         started = time.monotonic()
         try:
             _run_one(row, target, lock_root=lock_root, options=options, frozen=frozen, solver=solver,
-                     replaced_pip_index=replaced_pip_index, container=container,
-                     require_gpus=require_gpus, timeout=timeout, progress=progress)
+                     container=container, require_gpus=require_gpus, timeout=timeout, progress=progress)
         except EnvbuildError as exc:
             row.error = exc.message
         row.seconds = time.monotonic() - started
@@ -121,11 +117,10 @@ def _timed(row: MatrixRow, stage: str) -> Iterator[None]:
         row.stage_seconds[stage] = time.monotonic() - started
 
 
-def _run_one(row: MatrixRow, target: Target, *, lock_root, options, frozen, solver, replaced_pip_index,
+def _run_one(row: MatrixRow, target: Target, *, lock_root, options, frozen, solver,
              container, require_gpus, timeout, progress) -> None:
     with _timed(row, "lock"):
-        lock_path = ensure_lock(target, lock_root, relock=not frozen, solver=solver,
-                                replaced_pip_index=replaced_pip_index)
+        lock_path = ensure_lock(target, lock_root, relock=not frozen, solver=solver)
     with _timed(row, "image"), progress(target.tag) as echo:
         image = build_target_image(target, lock_path=lock_path, options=options, echo=echo)
     row.image, row.image_size = image.tags[0], image.size

@@ -538,8 +538,7 @@ def image_result(choice: TargetChoice, image: str, how: str, seconds: float) -> 
 def onboard(targets: Sequence[Target], *, asked: bool, prefix: Path | None = None, name: str | None = None,
             installer: str = "auto", kernel_dir: Path | None = None, spec_path: Path | None = None,
             smoke: bool = True, force: bool = False, lock_root: Path | None = None, frozen: bool = False,
-            solver: str | None = None, replaced_pip_index: bool = False,
-            echo: Callable[[str], None] = lambda line: None) -> OnboardResult:
+            solver: str | None = None, echo: Callable[[str], None] = lambda line: None) -> OnboardResult:
     """The local path: choose the target, check where and with what it installs (before any slow
     lock), then lock if stale, install, register the kernel, smoke-test."""
     from builder.pipeline import ensure_lock
@@ -549,7 +548,7 @@ def onboard(targets: Sequence[Target], *, asked: bool, prefix: Path | None = Non
     echo(f"target {choice.target.key}: {choice.reason}")
     where = choose_prefix(choice.target, prefix, name)
     tool = find_installer(installer)
-    lock_path = ensure_lock(choice.target, lock_root, not frozen, solver, replaced_pip_index)
+    lock_path = ensure_lock(choice.target, lock_root, not frozen, solver)
     return onboard_local(choice, lock_path, where, platform=platform, tool=tool, gpus_here=gpus_here,
                          kernel_name=name or f"{choice.target.name}-{choice.target.key}", kernel_dir=kernel_dir,
                          spec_path=spec_path, smoke=smoke, force=force, echo=echo)
@@ -557,7 +556,7 @@ def onboard(targets: Sequence[Target], *, asked: bool, prefix: Path | None = Non
 
 def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = None,
                   lock_root: Path | None = None, frozen: bool = False, solver: str | None = None,
-                  replaced_pip_index: bool = False, options: BuildOptions | None = None, progress=None,
+                  options: BuildOptions | None = None, progress=None,
                   echo: Callable[[str], None] = lambda line: None) -> ImageOnboardResult:
     """The image path: pull the target's image from a registry, or build it; then how to run it."""
     from contextlib import nullcontext
@@ -572,6 +571,5 @@ def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = 
     showing = progress(choice.target.tag) if progress else nullcontext(lambda line: None)
     with showing as on_line:
         built = build_target_image(choice.target, lock_root=lock_root, options=options or BuildOptions(),
-                                   relock=not frozen, solver=solver, echo=on_line,
-                                   replaced_pip_index=replaced_pip_index)
+                                   relock=not frozen, solver=solver, echo=on_line)
     return image_result(choice, built.tags[0], "built", time.monotonic() - started)

@@ -17,17 +17,16 @@ from builder.target import Target
 CONTEXT_PREFIX = "envbuild-context"
 
 
-def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: str | None = None,
-                replaced_pip_index: bool = False) -> Path:
+def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: str | None = None) -> Path:
     """The target's lockfile, fresh for its inputs; locked now when allowed, else a clear error."""
-    checked = check_targets([target], lock_root=lock_root, replaced_pip_index=replaced_pip_index, solver=solver)[0]
+    checked = check_targets([target], lock_root=lock_root, solver=solver)[0]
     if checked.status == "fresh":
         return default_lock_dir(target, lock_root) / LOCK_FILE
     if not relock:
         why = f" ({'; '.join(checked.reasons)})" if checked.reasons else ""
         raise EnvbuildError(f"{target.key}: the lock is {checked.status}{why}; run `envbuild lock` first "
                             "(or drop --frozen)")
-    result = lock_targets([target], lock_root=lock_root, solver=solver, replaced_pip_index=replaced_pip_index)[0]
+    result = lock_targets([target], lock_root=lock_root, solver=solver)[0]
     if result.status == "failed":
         raise EnvbuildError(f"{target.key}: lock failed: {failure_line(result.message)}")
     return result.path
@@ -42,7 +41,6 @@ def build_target_image(
     solver: str | None = None,
     push: str | None = None,
     echo: Callable[[str], None] = lambda line: None,
-    replaced_pip_index: bool = False,
     lock_path: Path | None = None,
     client=None,
 ) -> ImageResult:
@@ -50,7 +48,7 @@ def build_target_image(
     # Named after this process: a run killed with SIGKILL cannot clean up, the next one does.
     remove_stale_folders(Path(tempfile.gettempdir()), CONTEXT_PREFIX)
     if lock_path is None:
-        lock_path = ensure_lock(target, lock_root, relock, solver, replaced_pip_index)
+        lock_path = ensure_lock(target, lock_root, relock, solver)
     root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))
     try:
         context = make_context(target, lock_path, root / "context", options.platform)

@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 from builder import __version__
+from builder.smoke_data import write_smoke_data
 from builder.spec import Route
 from builder.target import Target
 from builder.templates import environment
@@ -118,7 +119,7 @@ def _torch_conda_lines(target: Target, companions: Sequence[str] = ()) -> list[C
     return lines
 
 
-def environment_context(target: Target, sources_replaced_pip: bool = False) -> dict[str, Any]:
+def environment_context(target: Target) -> dict[str, Any]:
     from builder.cuda_builds import companion_names, package_name
 
     spec = target.spec
@@ -144,13 +145,13 @@ def environment_context(target: Target, sources_replaced_pip: bool = False) -> d
         "conda": conda,
         "pip": pip,
         "pip_repositories": [target.pip_index] if target.pip_index else [],
-        "allow_pypi_requests": not sources_replaced_pip,
+        "allow_pypi_requests": target.allow_pypi_requests,
     }
 
 
 def _labels(target: Target) -> dict[str, str]:
     labels = {
-        "org.opencontainers.image.title": f"{target.name} {target.flavour}",
+        "org.opencontainers.image.title": f"{target.name} {target.key}",
         "io.envbuild.env": target.name,
         "io.envbuild.target": target.key,
         "io.envbuild.torch": target.torch,
@@ -211,12 +212,12 @@ def _render_block(env: jinja2.Environment, block: Block) -> RenderedBlock:
     return RenderedBlock(builder=call(block.builder_macro), runtime=call(block.runtime_macro))
 
 
-def render_target(target: Target, sources_replaced_pip: bool = False) -> RenderedEnv:
+def render_target(target: Target) -> RenderedEnv:
     """Render one target. Same target, same bytes: nothing here reads the clock or the host."""
     env = environment()
     ca_files = _ca_files(target)
     environment_yml = env.get_template("environment.yml.j2").render(
-        environment_context(target, sources_replaced_pip)
+        environment_context(target)
     )
     blocks = [_render_block(env, block) for block in dockerfile_blocks(target, bool(ca_files))]
     dockerfile = env.get_template("Dockerfile.j2").render(
@@ -289,6 +290,7 @@ def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] 
     for name, text in rendered.files().items():
         (root / name).write_text(text, encoding="utf-8")
     shutil.copytree(smoke_dir(), root / "smoke", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    write_smoke_data(root / "smoke", rendered.target)
     ca_dir = root / "envbuild" / "ca"
     ca_dir.mkdir(parents=True, exist_ok=True)
     for index, path in enumerate(rendered.ca_files):

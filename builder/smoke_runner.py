@@ -141,14 +141,18 @@ def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cud
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
         args = [a.replace(REPORT_DIR, folder) for a in suite_args(require_gpus, expect_torch, expect_cuda, only)]
-        env = None
-        if python is not None:
-            from builder.render import smoke_dir
+        from builder.render import smoke_dir
+        from builder.smoke_data import write_smoke_data
 
-            shutil.copytree(smoke_dir(), Path(folder) / "suite" / "smoke",
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            env = {key: value for key, value in os.environ.items() if key not in ("PYTHONHOME", "PYTHONSTARTUP")}
-            env.update(PYTHONPATH=str(Path(folder) / "suite"), PYTHONNOUSERSITE="1")
+        # A copy of the suite with its compatibility data (the source tree has none: one source of truth).
+        suite = Path(folder) / "suite" / "smoke"
+        shutil.copytree(smoke_dir(), suite, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        write_smoke_data(suite)
+        env = {key: value for key, value in os.environ.items() if key not in ("PYTHONHOME", "PYTHONSTARTUP")}
+        if python is None:  # this Python as it is, the copy of the suite first
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(suite.parent), os.environ.get("PYTHONPATH")]))
+        else:
+            env.update(PYTHONPATH=str(suite.parent), PYTHONNOUSERSITE="1")
         try:
             process = proc.run([str(python or sys.executable), "-m", "smoke", *args], timeout=timeout,
                                what="the smoke suite", env=env)

@@ -64,6 +64,9 @@ class Target:
     route: Route
     channels: tuple[str, ...]
     pip_index: str | None  # only for the pip route
+    # False when --pip-index replaced the wheel index (a mirror or an air-gapped local index): the lock
+    # must then resolve from that index alone, never reach past it to the public one.
+    allow_pypi_requests: bool
     platforms: tuple[str, ...]
     release: TorchRelease
     toolkit: CudaToolkit | None
@@ -87,13 +90,9 @@ class Target:
         return self.release.archs_for(self.route, self.cuda) if self.cuda else []
 
     @property
-    def flavour(self) -> str:
-        return f"cuda{self.cuda}" if self.cuda else "cpu"
-
-    @property
     def tag(self) -> str:
         """The human tag `<env>:<torch>-cuda<X>` (or `-cpu`)."""
-        return f"{self.spec.name}:{self.torch}-{self.flavour}"
+        return f"{self.spec.name}:{self.torch}-{self.key}"
 
     @property
     def conda_forge_build_prefix(self) -> str:
@@ -160,16 +159,22 @@ def _check_cuda(compat: CompatData, release: TorchRelease, route: Route, cuda: s
     return f"{reason}; CUDA targets for {release.line}: {choices}"
 
 
-def resolve_target(
-    spec: EnvSpec, target: TargetSpec, sources: Sources = Sources(), compat: CompatData | None = None
-) -> Target:
-    compat = compat or load_compat()
+# ---------------------------------------------------------------- resolution rules
+# Each rule decides one field of the Target (or refuses the target with one line that says why and
+# what to choose instead); resolve_target applies them in order.
+
+
+def _release(spec: EnvSpec, target: TargetSpec, compat: CompatData) -> TorchRelease:
     torch = target.torch or spec.torch
-    route = target.route or spec.route
     release = compat.release(torch)
     if release is None:
         known = ", ".join(r.line for r in compat.releases())
         raise _fail(spec, target, f"torch {torch} is not in envbuild's compatibility data (known: {known})")
+    return release
+
+
+def _torchvision(spec: EnvSpec, target: TargetSpec, release: TorchRelease) -> str | None:
+    """The target's torchvision: its own, the spec's, or (for a target with its own torch) the pair."""
     torchvision = target.torchvision or spec.torchvision
     if target.torch and not target.torchvision and spec.torchvision:
         torchvision = release.torchvision_latest or None
@@ -179,70 +184,110 @@ def resolve_target(
             f"torchvision {torchvision} does not pair with torch {release.line}; "
             f"use torchvision {release.torchvision_latest or release.torchvision}",
         )
+    return torchvision
+
+
+def _check_python(spec: EnvSpec, target: TargetSpec, release: TorchRelease) -> None:
     if not release.python.contains(spec.python):
         raise _fail(
             spec, target,
             f"torch {release.line} supports Python {release.python.min} to {release.python.max}, "
             f"not {spec.python}",
         )
+
+
+def _toolkit(spec: EnvSpec, target: TargetSpec, compat: CompatData, release: TorchRelease,
+             route: Route) -> CudaToolkit | None:
+    """The CUDA toolkit row of a CUDA target (None for CPU), once this torch line has that build."""
     cuda = None if target.cuda == "cpu" else target.cuda
-    toolkit = None
-    if cuda is not None:
-        reason = _check_cuda(compat, release, route, cuda)
-        if reason:
-            raise _fail(spec, target, reason)
-        toolkit = compat.toolkit(cuda)
-        if toolkit is None:
-            raise _fail(spec, target, f"CUDA {cuda} is missing from the compatibility data's cuda table")
-    elif route is Route.PYTORCH_CHANNEL and not release.cuda_variants(route):
-        raise _fail(spec, target, _check_cuda(compat, release, route, "cpu") or "")
-    platforms = target.platforms or spec.platforms
-    known_platforms = _platforms()
-    unknown = [p for p in platforms if p not in known_platforms]
+    if cuda is None:
+        if route is Route.PYTORCH_CHANNEL and not release.cuda_variants(route):
+            raise _fail(spec, target, _check_cuda(compat, release, route, "cpu") or "")
+        return None
+    reason = _check_cuda(compat, release, route, cuda)
+    if reason:
+        raise _fail(spec, target, reason)
+    toolkit = compat.toolkit(cuda)
+    if toolkit is None:
+        raise _fail(spec, target, f"CUDA {cuda} is missing from the compatibility data's cuda table")
+    return toolkit
+
+
+def _target_platforms(spec: EnvSpec, target: TargetSpec, route: Route) -> tuple[str, ...]:
+    platforms = tuple(target.platforms or spec.platforms)
+    known = _platforms()
+    unknown = [p for p in platforms if p not in known]
     if unknown:
-        raise _fail(spec, target, f"unknown platform {unknown[0]}; known: {', '.join(known_platforms)}")
-    if route is Route.PIP and cuda is not None:
-        cpu_only = [p for p in platforms if not known_platforms[p].cuda]
+        raise _fail(spec, target, f"unknown platform {unknown[0]}; known: {', '.join(known)}")
+    if route is Route.PIP and target.cuda != "cpu":
+        cpu_only = [p for p in platforms if not known[p].cuda]
         if cpu_only:
             raise _fail(
                 spec, target,
-                f"the PyTorch wheel index has no CUDA {cuda} torch for {cpu_only[0]}; lock that platform "
+                f"the PyTorch wheel index has no CUDA {target.cuda} torch for {cpu_only[0]}; lock that platform "
                 "in the CPU target (set `platforms:` on this target)",
             )
+    return platforms
+
+
+def _glibc(spec: EnvSpec, target: TargetSpec, compat: CompatData, platforms: tuple[str, ...]) -> str | None:
+    """The runtime image's glibc (the solve's __glibc): from the spec, else envbuild's data."""
     runtime = spec.images.runtime
     glibc = runtime.glibc or compat.glibc_of(runtime.image)
-    if glibc is None and any(known_platforms[p].glibc for p in platforms):
+    if glibc is None and any(_platforms()[p].glibc for p in platforms):
         raise _fail(
             spec, target,
             f"envbuild does not know the glibc of {runtime.image}; set images.runtime.glibc in the spec",
         )
-    pip_index = None
-    if route is Route.PIP:
-        template = sources.pip_index or spec.pip_index or default_pip_index()
-        pip_index = template.replace("{tag}", toolkit.pip_tag if toolkit else "cpu")
-    warnings: list[str] = []
+    return glibc
+
+
+def _pip_index(spec: EnvSpec, route: Route, toolkit: CudaToolkit | None, sources: Sources) -> str | None:
+    """The PyTorch wheel index of a pip-route target ({tag} filled in); None on the conda routes."""
+    if route is not Route.PIP:
+        return None
+    template = sources.pip_index or spec.pip_index or default_pip_index()
+    return template.replace("{tag}", toolkit.pip_tag if toolkit else "cpu")
+
+
+def _warnings(release: TorchRelease) -> tuple[str, ...]:
     if release.confidence == "projected":
-        warnings.append(
-            f"torch {release.line}: its compatibility row is projected, not verified against a release"
-        )
+        return (f"torch {release.line}: its compatibility row is projected, not verified against a release",)
+    return ()
+
+
+def resolve_target(
+    spec: EnvSpec, target: TargetSpec, sources: Sources = Sources(), compat: CompatData | None = None
+) -> Target:
+    """One target of the spec, every field decided (sources from the command line included), so no
+    later stage needs the spec's raw fields or the command line again."""
+    compat = compat or load_compat()
+    route = target.route or spec.route
+    release = _release(spec, target, compat)
+    torchvision = _torchvision(spec, target, release)
+    _check_python(spec, target, release)
+    toolkit = _toolkit(spec, target, compat, release, route)
+    cuda = None if target.cuda == "cpu" else target.cuda
+    platforms = _target_platforms(spec, target, route)
     return Target(
         spec=spec,
         key=target.key,
         cuda=cuda,
-        torch=torch,
+        torch=target.torch or spec.torch,
         torchvision=torchvision,
         python=spec.python,
         route=route,
         channels=sources.apply(spec.channels_for(route)),
-        pip_index=pip_index,
-        platforms=tuple(platforms),
+        pip_index=_pip_index(spec, route, toolkit, sources),
+        allow_pypi_requests=not sources.pip_index,
+        platforms=platforms,
         release=release,
         toolkit=toolkit,
-        glibc=glibc,
+        glibc=_glibc(spec, target, compat, platforms),
         min_driver=compat.min_driver(cuda) if cuda else None,
-        runtime_image=runtime,
+        runtime_image=spec.images.runtime,
         builder_image=spec.images.builder,
-        warnings=tuple(warnings),
+        warnings=_warnings(release),
         cuda_arch=_fleet_cuda_arch(spec) if cuda else None,
     )
 

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PAIRING_FILE = Path(__file__).with_name("data") / "torchvision_pairs.json"
+# Written by envbuild into every copy of the suite it ships (image build context, `smoke --local`)
+# from its compatibility data; a bare source checkout has none, and the checks that need it say so.
+COMPAT_FILE = Path(__file__).with_name("data") / "compat.json"
 
 OK = "ok"
 WARN = "warn"
@@ -182,27 +184,34 @@ def arch_coverage(arch_list: list[str], capability: tuple[int, int]) -> Coverage
     )
 
 
-def load_torchvision_pairs(path: Path = PAIRING_FILE) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+def load_compat_data(path: Path = COMPAT_FILE) -> dict[str, Any] | None:
+    """The shipped compatibility data, or None when this copy of the suite carries none."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
 
 
-def expected_torchvision(torch_version: str, pairs: dict[str, Any]) -> str | None:
-    """The torchvision major.minor that pairs with torch's major.minor, from the data file.
+def target_expectations(data: dict[str, Any] | None) -> dict[str, Any]:
+    """What the image's target must show (torch, cuda, cudnn); empty outside an image."""
+    return dict((data or {}).get("target") or {})
 
-    Explicit pairs win; otherwise a per-major offset rule (torch 2.N -> torchvision 0.(N+15)).
-    None when the data knows nothing about this torch.
-    """
+
+def expected_torchvision(torch_version: str, pairs: dict[str, str]) -> str | None:
+    """The torchvision major.minor that pairs with torch's major.minor; None when the data knows
+    nothing about this torch."""
     parts = release_parts(torch_version)
     if len(parts) < 2:
         return None
-    key = f"{parts[0]}.{parts[1]}"
-    explicit = pairs.get("pairs", {})
-    if key in explicit:
-        return str(explicit[key])
-    for rule in pairs.get("rules", []):
-        if int(rule["torch_major"]) == parts[0] and parts[1] >= int(rule.get("from_torch_minor", 0)):
-            return f"{rule['torchvision_major']}.{parts[1] + int(rule['torchvision_minor_offset'])}"
-    return None
+    found = pairs.get(f"{parts[0]}.{parts[1]}")
+    return str(found) if found is not None else None
+
+
+def cudnn_text(version: int) -> str:
+    """torch.backends.cudnn.version() as X.Y.Z: cuDNN 9 reports 92400 for 9.24.0, cuDNN 8 8907 for 8.9.7."""
+    if version >= 90000:
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
 
 
 @dataclass(frozen=True)

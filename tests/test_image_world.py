@@ -46,6 +46,10 @@ def test_cpu_image_runs_the_locked_torch_as_a_non_root_user(built, world_env, cl
                  "import sys, torch; print(torch.__version__, torch.version.cuda, sys.prefix)")
     assert out.splitlines()[-1] == "2.13.0+cpu None /opt/env"
     assert run_in(client, tag, "id", "-u") == "1000"
+    # The suite's expectations come from envbuild's compatibility data, written into the build context.
+    shipped = run_in(client, tag, "python", "-c", "import json, smoke.compat as c; d = c.load_compat_data(); "
+                     "print(json.dumps([d['target']['key'], d['target']['torch'], d['torchvision_pairs']['2.13']]))")
+    assert json.loads(shipped.splitlines()[-1]) == ["cpu", "2.13.0", "0.28"]
     assert run_in(client, tag, "sh", "-c", "ls /opt/env/conda-meta | grep -c '^pytorch-2.13.0-cpu_'") == "1"
     env = env_of(client, tag)
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"

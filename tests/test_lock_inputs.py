@@ -95,7 +95,7 @@ def test_a_pip_index_change_is_stale_with_its_reason(tmp_path: Path) -> None:
     wheels = {"key": "cuda12.6", "route": "pip", "platforms": ["linux-64"], "targets": [{"cuda": "12.6"}]}
     record_lock(tmp_path / "cuda12.6", lock_inputs(target(**wheels)))
     mirror = target(sources=Sources(pip_index="http://wheels.example/{tag}"), **wheels)
-    status, reasons = lock_status(lock_inputs(mirror, replaced_pip_index=True), tmp_path / "cuda12.6")
+    status, reasons = lock_status(lock_inputs(mirror), tmp_path / "cuda12.6")
     assert status == "stale"
     assert reasons == ["pip index changed: repositories https://download.pytorch.org/whl/cu126, "
                        "allow_pypi_requests True -> repositories http://wheels.example/cu126, allow_pypi_requests False"]

@@ -20,10 +20,12 @@ from smoke.compat import (
     WARN,
     CudaExpectation,
     arch_coverage,
+    cudnn_text,
     driver_cuda_from_nvml,
     driver_verdict,
     expected_torchvision,
-    load_torchvision_pairs,
+    load_compat_data,
+    target_expectations,
     version_matches_prefix,
 )
 from smoke.nvsmi import parse_nvidia_smi
@@ -230,21 +232,38 @@ def test_cuda_expectation_rejects_nonsense(text: str) -> None:
         CudaExpectation.parse(text)
 
 
+@pytest.fixture(scope="module")
+def shipped_pairs() -> dict[str, str]:
+    """The pairing table envbuild writes into every copy of the suite, from its compatibility data."""
+    smoke_data = pytest.importorskip("builder.smoke_data")
+    return smoke_data.smoke_data()["torchvision_pairs"]
+
+
 @pytest.mark.parametrize(("torch_version", "torchvision"), [
-    ("1.13.1", "0.14"), ("2.0.1", "0.15"), ("2.4.0+cu121", "0.19"), ("2.13.0+cpu", "0.28"), ("2.14.1", "0.29"),
-    ("3.0.0", None),
+    ("2.0.1", "0.15"), ("2.4.0+cu121", "0.19"), ("2.13.0+cpu", "0.28"), ("2.14.1", "0.29"), ("2.14.1+cu130", "0.29"),
+    ("1.13.1", None), ("3.0.0", None),
 ])
-def test_torchvision_pairing_from_data_file(torch_version: str, torchvision: str | None) -> None:
-    assert expected_torchvision(torch_version, load_torchvision_pairs()) == torchvision
+def test_torchvision_pairing_from_the_shipped_data(shipped_pairs, torch_version: str, torchvision: str | None) -> None:
+    assert expected_torchvision(torch_version, shipped_pairs) == torchvision
 
 
-def test_torchvision_pairing_agrees_with_envbuild_compat_data() -> None:
+def test_shipped_pairing_is_the_compat_data_row_by_row(shipped_pairs) -> None:
     compat = pytest.importorskip("builder.compat")
-    pairs = load_torchvision_pairs()
     rows = compat.load_compat().releases()
-    assert rows
+    assert rows and len(shipped_pairs) == len(rows)
     for row in rows:
-        assert expected_torchvision(row.latest, pairs) == row.torchvision, row.line
+        assert expected_torchvision(row.latest, shipped_pairs) == row.torchvision, row.line
+
+
+def test_a_source_checkout_ships_no_second_copy_of_the_pairing(tmp_path: Path) -> None:
+    assert load_compat_data(tmp_path / "absent.json") is None
+    assert not (Path(__file__).resolve().parent.parent / "smoke" / "data").exists()
+    assert target_expectations(None) == {}
+
+
+@pytest.mark.parametrize(("reported", "text"), [(92400, "9.24.0"), (90100, "9.1.0"), (91002, "9.10.2"), (8907, "8.9.7"), (90501, "9.5.1")])
+def test_cudnn_versions_read_as_torch_reports_them(reported: int, text: str) -> None:
+    assert cudnn_text(reported) == text
 
 
 # --- report format -------------------------------------------------------------------------------

@@ -291,16 +291,31 @@ def test_cli_expect_archs_from_the_environment_and_refused_when_malformed() -> N
 # --- torchvision ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("torch_version", "torchvision", "ok"), [
-    ("2.13.0+cpu", "0.28.0", True), ("2.14.1", "0.29.1", True), ("1.13.1", "0.14.1", True),
+    ("2.13.0+cpu", "0.28.0", True), ("2.14.1+cu130", "0.29.1+cu130", True), ("1.13.1", "0.14.1", True),
     ("2.13.0+cpu", "0.29.1", False), ("2.14.1", "0.15.2", False), ("9.0.0", "1.0.0", True),
 ])
 def test_torchvision_pairing_verdict(torch_version: str, torchvision: str, ok: bool) -> None:
+    from builder.smoke_data import smoke_data
     from smoke.checks.torchvision_checks import pairing_verdict
 
-    verdict_ok, message = pairing_verdict(torch_version, torchvision)
+    verdict_ok, message = pairing_verdict(torch_version, torchvision, smoke_data()["torchvision_pairs"])
     assert verdict_ok is ok
     if not ok:
         assert "does not pair" in message
+
+
+def test_torchvision_pairing_without_shipped_data_is_not_judged() -> None:
+    from smoke.checks.torchvision_checks import pairing_verdict
+
+    ok, message = pairing_verdict("2.13.0+cpu", "0.29.1")  # the source tree ships no data file
+    assert ok is True and "no compatibility data shipped" in message
+
+
+@pytest.mark.parametrize(("number", "cuda"), [(13000, "13.0"), (12090, "12.9"), (11080, "11.8"), (-1, None)])
+def test_torchvision_cuda_version_numbers(number: int, cuda: str | None) -> None:
+    from smoke.checks.torchvision_checks import cuda_from_version_number
+
+    assert cuda_from_version_number(number) == cuda
 
 
 def test_torchvision_checks_skip_with_a_reason_when_it_is_absent() -> None:
@@ -308,6 +323,6 @@ def test_torchvision_checks_skip_with_a_reason_when_it_is_absent() -> None:
 
     if installed_torchvision() is not None:
         pytest.skip("torchvision is installed here")
-    for name in ("torchvision.version", "torchvision.ops", "torchvision.resnet18_amp"):
+    for name in ("torchvision.version", "torchvision.cuda_build", "torchvision.ops", "torchvision.resnet18_amp"):
         result = _run(name, require_gpus=1)  # not a GPU skip: --require-gpus leaves it alone
         assert (result.status, result.reason) == ("skipped", "torchvision is not installed")

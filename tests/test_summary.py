@@ -47,7 +47,7 @@ def test_lock_check_without_committed_locks_says_what_to_run_and_commit(repo: Pa
     [row] = json.loads(done.stdout)  # stdout stays JSON; the hint is on stderr for the CI log
     hint = "run `envbuild lock envs/pytorch.yaml` and commit envs/pytorch/locks/cuda12.6/"
     assert (row["status"], row["message"], row["hint"]) == ("missing", "no committed lock", hint)
-    assert done.stderr.strip() == f"cuda12.6: no committed lock; {hint}"
+    assert done.stderr.strip() == f"Error: cuda12.6: the lock is missing (no committed lock); {hint}"
 
 
 def test_lock_check_of_a_stale_lock_says_the_same(repo: Path) -> None:
@@ -56,7 +56,7 @@ def test_lock_check_of_a_stale_lock_says_the_same(repo: Path) -> None:
     (folder / "conda-lock.yml").write_text("version: 1\n")
     done = envbuild("lock", "envs/pytorch.yaml", "--check", "--cuda", "12.6", "--locks", "envs/pytorch/locks", cwd=repo)
     assert done.returncode == 1
-    assert done.stderr.strip().startswith("cuda12.6: stale: ")
+    assert done.stderr.strip().startswith("Error: cuda12.6: stale: ")
     assert done.stderr.strip().endswith(
         "; run `envbuild lock envs/pytorch.yaml --locks envs/pytorch/locks` and commit envs/pytorch/locks/cuda12.6/")
 

@@ -124,3 +124,26 @@ def test_image_only_spec_fields_do_not_change_the_lock_inputs() -> None:
     hashes = [lock_inputs(resolve_targets(s)[0]).input_hash for s in (base, same_glibc, other_glibc)]
     assert hashes[0] == hashes[1]
     assert hashes[0] != hashes[2]  # the runtime base's glibc is a virtual package of the lock
+
+
+def test_the_target_carries_every_source_decision() -> None:
+    # --pip-index is decided once, in the Target: render and the lock inputs read it from there.
+    import inspect
+
+    from builder.lock_inputs import lock_inputs
+    from builder.render import render_target
+
+    wheels = spec(route="pip", targets=[{"cuda": "12.6", "platforms": ["linux-64"]}])
+    public = resolve_targets(wheels)[0]
+    mirrored = resolve_targets(wheels, sources=Sources(pip_index="http://wheels.example/{tag}"))[0]
+    assert public.allow_pypi_requests and not mirrored.allow_pypi_requests
+    assert mirrored.pip_index == "http://wheels.example/cu126"
+    assert "allow-pypi-requests: false" in render_target(mirrored).environment_yml
+    assert "allow-pypi-requests: true" in render_target(public).environment_yml
+    assert lock_inputs(public).input_hash != lock_inputs(mirrored).input_hash
+    assert list(inspect.signature(lock_inputs).parameters) == ["target", "solver_name"]
+
+
+def test_the_tag_names_the_target_key() -> None:
+    targets = {t.key: t for t in resolve_targets(spec())}
+    assert {key: t.tag.split(":")[1].split("-", 1)[1] for key, t in targets.items()} == {k: k for k in targets}

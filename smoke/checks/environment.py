@@ -10,8 +10,11 @@ from smoke.compat import (
     WARN,
     arch_coverage,
     compare_arch_lists,
+    cudnn_text,
     driver_verdict,
+    load_compat_data,
     parse_major_minor,
+    target_expectations,
     version_matches_prefix,
 )
 from smoke.driver import read_driver
@@ -42,6 +45,26 @@ def cuda_build(ctx: Context) -> Outcome:
     if expectation.matches(built_for):
         return passed(f"torch is {shown}, as expected ({expectation.describe()})", **details)
     return failed(f"torch is {shown} but {expectation.describe()} was expected", **details)
+
+
+@check("env.cudnn")
+def cudnn_version(ctx: Context) -> Outcome:
+    """The cuDNN torch loads (no GPU needed) is the one the compatibility data lists for this target."""
+    if torch.version.cuda is None:
+        return skipped("CPU build of torch: no cuDNN")
+    if not torch.backends.cudnn.is_available():
+        return failed(f"torch is built for CUDA {torch.version.cuda} but without cuDNN")
+    try:
+        loaded = cudnn_text(int(torch.backends.cudnn.version()))
+    except (RuntimeError, OSError) as exc:  # libcudnn missing or the wrong one: torch raises while loading it
+        return failed(f"cuDNN does not load: {' '.join(str(exc).split())[:300]}")
+    expected = target_expectations(load_compat_data()).get("cudnn")
+    details = {"cudnn": loaded, "expected": expected}
+    if not expected:
+        return passed(f"cuDNN {loaded} loads (no expected version shipped with the suite)", **details)
+    if expected.split(".")[:3] == loaded.split("."):
+        return passed(f"cuDNN {loaded} loads, as the compatibility data lists ({expected})", **details)
+    return failed(f"cuDNN {loaded} loads but the compatibility data lists {expected}", **details)
 
 
 @check("env.cuda_available")

@@ -1,5 +1,6 @@
-"""torchvision (when installed): its version pairs with torch's, its compiled ops load and run on
-every device, and a resnet18 (random weights, nothing downloaded) trains a step under AMP."""
+"""torchvision (when installed): its version pairs with torch's, it is built for torch's CUDA, its
+compiled ops load and run on every device, and a resnet18 (random weights, nothing downloaded) trains
+a step under AMP."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import importlib.util
 
 import torch
 
-from smoke.compat import expected_torchvision, load_torchvision_pairs, release_parts
+from smoke.compat import expected_torchvision, load_compat_data, release_parts
 from smoke.registry import Context, Outcome, check, failed, passed, skipped, verdict
 
 NMS_BOXES = [[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 11.0, 11.0], [50.0, 50.0, 60.0, 60.0]]
@@ -27,8 +28,16 @@ def installed_torchvision() -> str | None:
         return "unknown"
 
 
-def pairing_verdict(torch_version: str, torchvision_version: str) -> tuple[bool, str]:
-    expected = expected_torchvision(torch_version, load_torchvision_pairs())
+def pairing_verdict(torch_version: str, torchvision_version: str,
+                    pairs: dict[str, str] | None = None) -> tuple[bool, str]:
+    """Judged by the pairing table envbuild ships with the suite (`pairs` replaces it in tests)."""
+    if pairs is None:
+        data = load_compat_data()
+        if data is None:
+            return True, (f"no compatibility data shipped with this copy of the suite; torchvision "
+                          f"{torchvision_version} not judged")
+        pairs = data.get("torchvision_pairs") or {}
+    expected = expected_torchvision(torch_version, pairs)
     if expected is None:
         return True, f"no pairing known for torch {torch_version}; torchvision {torchvision_version} not judged"
     have = release_parts(torchvision_version)[:2]
@@ -40,19 +49,51 @@ def pairing_verdict(torch_version: str, torchvision_version: str) -> tuple[bool,
     )
 
 
+def cuda_from_version_number(number: int) -> str | None:
+    """CUDA_VERSION as torchvision reports it (13000 -> '13.0', 12090 -> '12.9'); -1 (CPU build) -> None."""
+    if number < 0:
+        return None
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
 def _not_installed() -> Outcome:
     return skipped("torchvision is not installed")
 
 
 @check("torchvision.version")
 def version_pairs(ctx: Context) -> Outcome:
-    """torchvision's major.minor is the one built against this torch (data file smoke/data/)."""
+    """torchvision's major.minor is the one built against this torch (envbuild's compatibility data)."""
     version = installed_torchvision()
     if version is None:
         return _not_installed()
     ok, message = pairing_verdict(str(torch.__version__), version)
     details = {"torch": str(torch.__version__), "torchvision": version}
     return passed(message, **details) if ok else failed(message, **details)
+
+
+@check("torchvision.cuda_build")
+def cuda_build_agrees(ctx: Context) -> Outcome:
+    """torchvision's compiled ops are built for the CUDA torch is built for (or both for CPU)."""
+    if installed_torchvision() is None:
+        return _not_installed()
+    try:
+        import torchvision  # noqa: F401  (registers torch.ops.torchvision)
+
+        number = int(torch.ops.torchvision._cuda_version())
+    except Exception as exc:  # a major mismatch already raises at import; a broken install anything  # noqa: BLE001
+        return failed(f"torchvision's CUDA build cannot be read: {' '.join(str(exc).split())[:300]}")
+    built_for = cuda_from_version_number(number)
+    torch_cuda = torch.version.cuda
+    torch_major_minor = ".".join(torch_cuda.split(".")[:2]) if torch_cuda else None
+    details = {"torchvision_cuda": built_for, "torch_cuda": torch_cuda}
+    if built_for == torch_major_minor:
+        return passed(f"torchvision and torch are both built for {_build_name(built_for)}", **details)
+    return failed(f"torchvision is built for {_build_name(built_for)} but torch for {_build_name(torch_major_minor)}",
+                  **details)
+
+
+def _build_name(cuda: str | None) -> str:
+    return f"CUDA {cuda}" if cuda else "CPU"
 
 
 @check("torchvision.ops")

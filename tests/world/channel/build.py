@@ -26,11 +26,14 @@ from builder.errors import EnvbuildError, UsageError
 from tests.world.channel.packages import PACKAGE_FORMATS, index_channel, write_package, write_package_from_tree
 
 from . import debian_python, downloads, pypi, recipes
+from .local_version import with_local_version
 from .wheels import WheelInfo
 
 HERE = Path(__file__).resolve().parent
 TABLE_FILE = HERE / "world.yaml"
 PINS_FILE = HERE / "wheels.txt"
+# The real CUDA torch and torchvision with their closure: served on the pip index only.
+CUDA_PINS_FILE = HERE / "cuda_wheels.txt"
 CHANNELS = ("conda-forge", "pytorch", "nvidia")
 _STAMP = ".world-stamp"
 # The code whose output is in a package file: a change here repacks everything.
@@ -95,11 +98,31 @@ def build_world(root: Path, log: Callable[[str], None] = lambda _: None) -> Buil
         if changed or not (layout.channel(channel) / "noarch" / "repodata.json").is_file():
             log(f"indexing {channel}")
             index_channel(layout.channel(channel))
+    log("fetching the CUDA wheels (about 2.9 GB, cached after the first build)")
+    cuda_wheels = downloads.fetch_wheels(CUDA_PINS_FILE, layout.cache / "cuda-wheels")
+    served = _as_served(cuda_wheels, table["pip_index"], layout.cache / "served", log)
     log("writing the pip index")
-    pypi.build_index(wheels, layout.pypi)
+    pypi.build_index(wheels + served, layout.pypi)
     layout.stamp.write_text(_world_stamp(layout))
     report.seconds = time.monotonic() - start
     return report
+
+
+def _as_served(wheels: list[WheelInfo], changes: dict[str, Any], dest: Path,
+               log: Callable[[str], None]) -> list[WheelInfo]:
+    """The wheels as the index serves them: world.yaml's `pip_index` changes applied (local_version.py)."""
+    by_pin = {(w["name"], w["version"]): w["local"] for w in changes["local_versions"]}
+    served = []
+    for wheel in wheels:
+        local = by_pin.pop((wheel.name, wheel.version), None)
+        if local is not None:
+            log(f"serving {wheel.filename} as {wheel.version}+{local}")
+            wheel = with_local_version(wheel, local, dest / "local-versions")
+        served.append(wheel)
+    if by_pin:
+        missing = ", ".join(f"{name}=={version}" for name, version in by_pin)
+        raise EnvbuildError(f"world.yaml: pip_index names {missing}, which cuda_wheels.txt does not pin")
+    return served
 
 
 def _write_channel(layout: WorldLayout, channel: str, planned: list[recipes.Planned], subdirs: list[str],
@@ -165,9 +188,10 @@ def _package_key(item: recipes.Planned) -> str:
 def _world_stamp(layout: WorldLayout) -> str:
     """Everything a world depends on that a warm check can read in milliseconds."""
     digest = hashlib.sha256()
-    for path in [TABLE_FILE, PINS_FILE, *_PACKING_CODE, *sorted(HERE.glob("*.py"))]:
+    for path in [TABLE_FILE, PINS_FILE, CUDA_PINS_FILE, *_PACKING_CODE, *sorted(HERE.glob("*.py"))]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    for marker in (layout.cache / "wheels" / ".complete", layout.cache / "debs" / ".complete"):
+    for marker in (layout.cache / "wheels" / ".complete", layout.cache / "debs" / ".complete",
+                   layout.cache / "cuda-wheels" / ".complete"):
         digest.update(marker.read_bytes() if marker.is_file() else b"-")
     return digest.hexdigest()
 

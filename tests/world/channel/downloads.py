@@ -18,10 +18,15 @@ from builder.errors import EnvbuildError
 from .wheels import WheelInfo, read_wheel
 
 _MARKER = ".complete"
-# The interpreter every real package of the world is for: CPython 3.11 on manylinux x86_64.
+# The interpreter every real package of the world is for: CPython 3.11 on manylinux x86_64 up to
+# glibc 2.28 (conda-lock's pip solver accepts no newer tag). pip does not widen a `--platform` to the
+# older manylinux tags, so each one that a pinned wheel carries (nvidia-* use 2_27, 2_25, 2_5 ...) is listed.
+_MANYLINUX = ("manylinux_2_28", "manylinux_2_27", "manylinux_2_26", "manylinux_2_25", "manylinux_2_24",
+              "manylinux_2_18", "manylinux_2_17", "manylinux2014", "manylinux_2_12", "manylinux2010",
+              "manylinux_2_5", "manylinux1")
 _PIP_TARGET = [
     "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
-    "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+    *[arg for tag in _MANYLINUX for arg in ("--platform", f"{tag}_x86_64")],
 ]
 
 
