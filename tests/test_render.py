@@ -13,6 +13,7 @@ from builder.render import render_target, render_to
 from builder.spec import load_spec, parse_spec
 from builder.target import resolve_targets
 from builder.templates import docker_str
+from tests.host_ca import host_ca_certificate
 
 pytestmark = pytest.mark.unit
 
@@ -82,9 +83,7 @@ def test_dockerfile_shape() -> None:
 
 
 def test_ca_certificates_go_into_both_stages(tmp_path: Path) -> None:
-    # PEM-shaped (envbuild accepts only certificate blocks), not a real certificate
-    (tmp_path / "corp.crt").write_text("-----BEGIN CERTIFICATE-----\nZW52YnVpbGQgdGVzdCwgbm90IGEgY2VydGlmaWNhdGU=\n"
-                                       "-----END CERTIFICATE-----\n")
+    (tmp_path / "corp.crt").write_text(host_ca_certificate())
     spec_file = tmp_path / "team.yaml"
     spec_file.write_text(yaml.safe_dump({
         "name": "team-vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],

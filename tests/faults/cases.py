@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 from tests.faults.harness import Case, Workspace
+from tests.host_ca import host_ca_certificate, private_key_block
 
 NOT_UTF8 = b"name: team\npython: '3.11'\ndescription: caf\xe9 \xff\xfe\n"
 NESTED = "name: team\nconda: " + "[" * 500 + "]" * 500 + "\n"
@@ -23,9 +24,8 @@ ALIAS_BOMB = "\n".join(
     ['name: team', 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     + [f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]" for prev, name in zip("abcdefgh", "bcdefghi", strict=True)]
 ) + "\n"
-FAKE_PEM = ("-----BEGIN CERTIFICATE-----\nZW52YnVpbGQgZmF1bHRzIHRlc3QsIG5vdCBhIGNlcnRpZmljYXRl\n"
-            "-----END CERTIFICATE-----\n")
-FAKE_KEY = "-----BEGIN PRIVATE KEY-----\nZW52YnVpbGQgZmF1bHRzIHRlc3QsIG5vdCBhIGtleQ==\n-----END PRIVATE KEY-----\n"
+HOST_CA_PEM = host_ca_certificate()
+KEY_SHAPED_BLOCK = private_key_block()
 ENV_YML = "name: team\nchannels: [conda-forge]\ndependencies: [python=3.11, pytorch=2.13.0]\n"
 
 
@@ -226,11 +226,11 @@ CASES += [
     Case("render-ca-parent", ("render", "team.yaml"), exit=2, error=("under the spec's folder",),
          setup=with_ca("../outside.crt", {})),
     Case("render-ca-private-key", ("render", "team.yaml"), exit=2, error=("private key",),
-         setup=with_ca("corp.pem", {"corp.pem": FAKE_KEY})),
+         setup=with_ca("corp.pem", {"corp.pem": KEY_SHAPED_BLOCK})),
     Case("render-ca-not-pem", ("render", "team.yaml"), exit=2, error=("not a PEM", "openssl"),
          setup=with_ca("corp.crt", {"corp.crt": "just some text\n"})),
     Case("render-ca-cert-and-key", ("render", "team.yaml"), exit=2, error=("private key",),
-         setup=with_ca("both.pem", {"both.pem": FAKE_PEM + FAKE_KEY})),
+         setup=with_ca("both.pem", {"both.pem": HOST_CA_PEM + KEY_SHAPED_BLOCK})),
     Case("render-ca-missing", ("render", "team.yaml"), exit=2, error=("does not exist",),
          setup=with_ca("absent.crt", {})),
 
@@ -271,7 +271,7 @@ CASES += [
     Case("image-ca-cert-not-pem", ("image", "team.yaml", "--cuda", "cpu", "--ca-cert", "corp.crt"), exit=2,
          error=("not a PEM",), setup=with_file("corp.crt", "hello\n", also_spec=True)),
     Case("image-ca-cert-private-key", ("image", "team.yaml", "--cuda", "cpu", "--ca-cert", "key.pem"), exit=2,
-         error=("private key",), setup=with_file("key.pem", FAKE_KEY, also_spec=True)),
+         error=("private key",), setup=with_file("key.pem", KEY_SHAPED_BLOCK, also_spec=True)),
     Case("image-ca-cert-empty", ("image", "team.yaml", "--cuda", "cpu", "--ca-cert", "empty.crt"), exit=2,
          error=("not a PEM",), setup=with_file("empty.crt", "", also_spec=True)),
     Case("image-bad-build-arg", ("image", "team.yaml", "--cuda", "cpu", "--build-arg", "novalue"), exit=2,
