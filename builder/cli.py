@@ -197,16 +197,20 @@ def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: b
     _raise_for_locks(results, check, spec)
 
 
+def _bad_locks(results, check: bool) -> list:
+    """The targets that failed or, with --check, are not fresh; the Error line names the first."""
+    return [r for r in results if r.status == "failed" or (check and r.status in ("stale", "missing"))]
+
+
 def _first_bad(results, check: bool):
-    """The target the Error line names: the first that failed or, with --check, is not fresh."""
-    return next((r for r in results if r.status == "failed" or (check and r.status in ("stale", "missing"))), None)
+    return next(iter(_bad_locks(results, check)), None)
 
 
 def _raise_for_locks(results, check: bool, spec: Path) -> None:
     """One Error line for the first target that failed (or, with --check, is not fresh)."""
     from builder.lock import failure_line
 
-    bad = [r for r in results if r.status == "failed" or (check and r.status in ("stale", "missing"))]
+    bad = _bad_locks(results, check)
     if not bad:
         return
     first = bad[0]
