@@ -17,14 +17,13 @@ def explain_failure(log_text: str) -> str:
               or "cannot be installed" in line.lower() or "unsatisfiable" in line.lower()
               or "nothing provides" in line.lower()]
     keep = marked or [line for line in lines if not line.startswith(("  File ", "Traceback", "    "))]
-    # conda-lock's pip solver (poetry) names the environment "-dummy-package-"
-    text = "\n".join(keep[-20:]).replace("-dummy-package- depends on", "the environment needs")
+    text = "\n".join(line.removeprefix("envbuild: ") for line in keep[-20:])
     return text or "conda-lock failed without output"
 
 
 def pip_hint(target: Target, explanation: str) -> str:
     """Where a pip-side failure points: the index the pip packages were asked from."""
-    pip_side = ("SolverProblemError", "ConnectionError", "installation candidates", "PipRepository")
+    pip_side = ("uv found no pip packages", "uv resolving the pip packages")
     if not target.pip_index or not any(marker in explanation for marker in pip_side):
         return ""
     return (f"\nhint: the pip packages of this target come from {target.pip_index}; "

@@ -21,7 +21,8 @@ from typing import Any
 import yaml
 
 from builder.errors import EnvbuildError
-from builder.render import environment_context, render_target
+from builder.pip_lock import PipPart
+from builder.render import conda_environment_yml, environment_context, render_target
 from builder.target import Target
 from builder.yamlio import load_yaml
 
@@ -84,6 +85,7 @@ def lock_material(target: Target, solver_name: str) -> dict[str, Any]:
                                  "allow_pypi_requests": bool(context["allow_pypi_requests"])}
     if context["pip"]:
         material["pypi_to_conda"] = _mapping_sha256()
+        material["solver"] = {**material["solver"], "uv": _minor(metadata.version("uv"))}
     return material
 
 
@@ -109,6 +111,22 @@ class LockInputs:
         """What conda-lock reads; rendered only for a target that is solved (a fresh lock needs
         only the material)."""
         return render_target(self.target).environment_yml
+
+    @cached_property
+    def conda_environment_yml(self) -> str:
+        return conda_environment_yml(self.target)
+
+    @cached_property
+    def pip_part(self) -> PipPart | None:
+        context = environment_context(self.target)
+        if not context["pip"]:
+            return None
+        return PipPart(tuple(context["pip"]), self.target.pip_index, bool(context["allow_pypi_requests"]))
+
+    def pip_names(self) -> set[str]:
+        from packaging.requirements import Requirement
+
+        return {Requirement(line).name.lower() for line in (self.pip_part.requirements if self.pip_part else ())}
 
     def virtual_packages_yml(self) -> str:
         subdirs = {p: {"packages": packages} for p, packages in self.virtual_packages.items()}

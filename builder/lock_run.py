@@ -18,7 +18,9 @@ from typing import TypeVar
 
 import yaml
 
-from builder.lock_inputs import OWN_SOLVER, LockInputs, mapping_file
+from builder.errors import EnvbuildError
+from builder.lock_inputs import OWN_SOLVER, LockInputs
+from builder.pip_lock import add_pip_part, previous_pins, without_pip_entries
 from builder.proc import exit_now, kill_group, lead_own_group_dying_with_parent, popen, signals_as_interrupt
 
 LOCK_FILE = "conda-lock.yml"
@@ -26,13 +28,14 @@ Result = TypeVar("Result")
 
 
 def conda_lock_args(work: Path, inputs: LockInputs, solver: Path, update: Sequence[str] = ()) -> list[str]:
+    # The pip part is resolved by builder/pip_lock.py, so conda-lock reads no pip section and
+    # needs no PyPI-to-conda table.
     """conda-lock's command line for one target whose inputs `write_conda_lock_inputs` put in `work`."""
     args = [
         "lock", "--conda", str(solver), "--no-mamba", "--no-micromamba",
         "-f", str(work / "environment.yml"),
         "--virtual-package-spec", str(work / "target-virtual-packages.yml"),
         "--lockfile", str(work / LOCK_FILE),
-        "--pypi_to_conda_lookup_file", str(mapping_file()),
         "--log-level", "WARNING",
     ]
     for platform in inputs.target.platforms:
@@ -43,9 +46,9 @@ def conda_lock_args(work: Path, inputs: LockInputs, solver: Path, update: Sequen
 
 
 def write_conda_lock_inputs(work: Path, inputs: LockInputs) -> None:
-    """The rendered environment.yml and the explicit virtual packages, in a clean folder."""
+    """The target's conda part and the explicit virtual packages, in a clean folder."""
     work.mkdir(parents=True, exist_ok=True)
-    (work / "environment.yml").write_text(inputs.environment_yml, encoding="utf-8")
+    (work / "environment.yml").write_text(inputs.conda_environment_yml, encoding="utf-8")
     (work / "target-virtual-packages.yml").write_text(inputs.virtual_packages_yml(), encoding="utf-8")
 
 
@@ -76,19 +79,46 @@ def _run_conda_lock(job: Job) -> int:
     os.dup2(log, 2)
     os.environ.setdefault("POETRY_CACHE_DIR", str(work / "poetry-cache"))
     _use_libyaml()
-    from conda_lock.conda_lock import main as conda_lock_cli
-
     try:
-        conda_lock_cli.main(args=conda_lock_args(work, job.inputs, job.solver, job.update), standalone_mode=False)
-        return 0
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    except BaseException as exc:  # noqa: BLE001 - conda-lock's own errors: the log keeps the explanation
-        print(f"envbuild: conda-lock failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return _lock_both_parts(job)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _lock_both_parts(job: Job) -> int:
+    """conda-lock solves the conda part, then uv the pip part on top of it (builder/pip_lock.py).
+
+    An `--update` of pip names only keeps the conda part as locked; an update leaves every pip
+    package it does not name at its locked version."""
+    from conda_lock.conda_lock import main as conda_lock_cli
+
+    lock_path = job.work / LOCK_FILE
+    part = job.inputs.pip_part
+    pip_names = job.inputs.pip_names()
+    conda_update = tuple(name for name in job.update if name.lower() not in pip_names)
+    pins = None
+    if job.update and part is not None:
+        pins = previous_pins(lock_path, job.update)
+        without_pip_entries(lock_path)
+    if conda_update or not job.update:
+        try:
+            conda_lock_cli.main(args=conda_lock_args(job.work, job.inputs, job.solver, conda_update),
+                                standalone_mode=False)
+        except SystemExit as exc:
+            if exc.code:
+                return int(exc.code)
+        except BaseException as exc:  # noqa: BLE001 - conda-lock's own errors: the log keeps the explanation
+            print(f"envbuild: conda-lock failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+    if part is None:
+        return 0
+    try:
+        add_pip_part(lock_path, part, job.inputs.virtual_packages, job.work, pins)
+    except EnvbuildError as exc:
+        print(f"envbuild: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _use_libyaml() -> None:

@@ -212,6 +212,13 @@ def _render_block(env: jinja2.Environment, block: Block) -> RenderedBlock:
     return RenderedBlock(builder=call(block.builder_macro), runtime=call(block.runtime_macro))
 
 
+def conda_environment_yml(target: Target) -> str:
+    """The environment.yml conda-lock solves: the target's conda part (pip itself included), its pip
+    requirements left to builder/pip_lock.py."""
+    context = {**environment_context(target), "pip": [], "pip_repositories": []}
+    return environment().get_template("environment.yml.j2").render(context)
+
+
 def render_target(target: Target) -> RenderedEnv:
     """Render one target. Same target, same bytes: nothing here reads the clock or the host."""
     env = environment()

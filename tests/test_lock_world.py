@@ -201,7 +201,7 @@ def test_pip_route_locks_the_wheel_with_its_hash_from_the_given_index(world, tmp
     assert json.loads((locks / "cpu" / "envbuild-lock.json").read_text())["pip_repositories"] == [PIP_INDEX]
     # the world's index has no cu126 wheel: that target fails with the reason and where it looked
     assert done.returncode == 1
-    assert "torch (==2.13.0+cu126) which doesn't match any versions" in done.stderr
+    assert "there is no version of torch==2.13.0+cu126" in done.stderr
     assert f"come from {PIP_INDEX}" in done.stderr and "Traceback" not in done.stderr
     assert not (locks / "cuda12.6" / "conda-lock.yml").exists()
 
