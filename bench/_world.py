@@ -19,7 +19,14 @@ from pathlib import Path
 from builder.lock import lock_targets
 from builder.spec import load_spec
 from builder.target import Sources, Target, resolve_targets, with_images
-from tests.world.offline import BUILDER_BASE, CHANNEL, RUNTIME_BASE, remove_env_images, unique_spec_copy
+from tests.world.offline import (
+    BUILDER_BASE,
+    CHANNEL,
+    PIP_INDEX,
+    RUNTIME_BASE,
+    remove_env_images,
+    unique_spec_copy,
+)
 
 
 @dataclass(frozen=True)
@@ -35,14 +42,15 @@ def require_world() -> None:
 
 
 @contextmanager
-def bench_env(cuda: str = "cpu") -> Iterator[BenchEnv]:
-    """A locked target of a uniquely named copy of envs/pytorch.yaml; its images removed after."""
+def bench_env(cuda: str = "cpu", source: Path | None = None) -> Iterator[BenchEnv]:
+    """A locked target of a uniquely named copy of `source` (envs/pytorch.yaml by default), its
+    pip packages from the world's index; its images removed after."""
     require_world()
     folder = Path(tempfile.mkdtemp(prefix="envbuild-bench-"))
-    spec_path = unique_spec_copy(folder, "envbuild-bench")
+    spec_path = unique_spec_copy(folder, "envbuild-bench", *([source] if source else []))
     try:
         spec = with_images(load_spec(spec_path), RUNTIME_BASE, BUILDER_BASE)
-        target = resolve_targets(spec, (cuda,), Sources(channels=(CHANNEL,)))[0]
+        target = resolve_targets(spec, (cuda,), Sources(channels=(CHANNEL,), pip_index=PIP_INDEX))[0]
         result = lock_targets([target], lock_root=folder / "locks")[0]
         if result.status == "failed":
             sys.exit(f"bench: lock failed: {result.message}")

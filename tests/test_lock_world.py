@@ -203,6 +203,15 @@ def test_pip_route_locks_the_wheel_with_its_hash_from_the_given_index(world, tmp
     assert done.returncode == 1
     assert "there is no version of torch==2.13.0+cu126" in done.stderr
     assert f"come from {PIP_INDEX}" in done.stderr and "Traceback" not in done.stderr
+    # --update of a pip name re-resolves the pip part only: every conda entry stays as locked
+    before = (locks / "cpu" / "conda-lock.yml").read_text()
+    updated = envbuild("lock", str(spec), "--cuda", "cpu", "--channel", CHANNEL, "--pip-index", PIP_INDEX,
+                       "--update", "torch", cwd=tmp_path)
+    assert updated.returncode == 0, updated.stderr[-2000:]
+    after = read_lock(locks / "cpu" / "conda-lock.yml")
+    assert [p for p in after.package if p.manager == "conda"] == [p for p in cpu.package if p.manager == "conda"]
+    assert {(p.name, p.version) for p in after.package} == {(p.name, p.version) for p in cpu.package}
+    assert (locks / "cpu" / "conda-lock.yml").read_text() == before
     assert not (locks / "cuda12.6" / "conda-lock.yml").exists()
 
 
