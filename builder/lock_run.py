@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -156,6 +157,30 @@ def ask_own_solver_version_once(solvers: set[Path]) -> None:
         return own[str(exe)] if str(exe) in own else ask(exe)
 
     invoke_conda.determine_micromamba_version = known_version  # type: ignore[assignment]
+    _answer_version_calls(own)
+
+
+class _SubprocessAnsweringVersions:
+    """conda-lock's `subprocess`, except that `<own solver> --version` (one process per target,
+    logged at debug level only) is answered from what the parent asked once."""
+
+    def __init__(self, versions: dict[str, str]) -> None:
+        self._versions = versions
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(subprocess, name)
+
+    def check_output(self, args, *rest, **kwargs):  # type: ignore[no-untyped-def]
+        if isinstance(args, list) and len(args) == 2 and args[1] == "--version" and str(args[0]) in self._versions:
+            version = f"{OWN_SOLVER} {self._versions[str(args[0])]}"
+            return version if kwargs.get("encoding") or kwargs.get("text") else version.encode()
+        return subprocess.check_output(args, *rest, **kwargs)
+
+
+def _answer_version_calls(versions: dict[str, str]) -> None:
+    from conda_lock import conda_lock
+
+    conda_lock.subprocess = _SubprocessAnsweringVersions(versions)  # type: ignore[assignment]
 
 
 PROGRESS_EVERY_S = 30.0  # a "still locking" line this often, so a slow solve is never silent
