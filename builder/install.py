@@ -458,7 +458,7 @@ def _compile_bytecode(root: Path, prefix: Path, deadline: float) -> None:
     ]  # fmt: skip
     try:
         subprocess.run(command, capture_output=True, timeout=max(1.0, deadline - time.monotonic()), check=False,
-                       env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": ""})
+                       env={**os.environ, "PYTHONHASHSEED": "0"})
     except subprocess.TimeoutExpired:
         raise InstallError("byte-compiling the environment timed out; raise the timeout") from None
 

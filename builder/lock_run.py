@@ -29,9 +29,10 @@ Result = TypeVar("Result")
 
 
 def conda_lock_args(work: Path, inputs: LockInputs, solver: Path, update: Sequence[str] = ()) -> list[str]:
-    # The pip part is resolved by builder/pip_lock.py, so conda-lock reads no pip section and
-    # needs no PyPI-to-conda table.
-    """conda-lock's command line for one target whose inputs `write_conda_lock_inputs` put in `work`."""
+    """conda-lock's command line for one target whose inputs `write_conda_lock_inputs` put in `work`.
+
+    The pip part is resolved by builder/pip_lock.py, so conda-lock reads no pip section and needs no
+    PyPI-to-conda table."""
     args = [
         "lock", "--conda", str(solver), "--no-mamba", "--no-micromamba",
         "-f", str(work / "environment.yml"),
@@ -101,7 +102,8 @@ def _lock_both_parts(job: Job) -> int:
     pins = None
     if job.update and part is not None:
         pins = previous_pins(lock_path, job.update)
-        without_pip_entries(lock_path)
+    if conda_update and part is not None:
+        without_pip_entries(lock_path)  # conda-lock updates the conda part alone; add_pip_part adds the rest
     if conda_update or not job.update:
         try:
             conda_lock_cli.main(args=conda_lock_args(job.work, job.inputs, job.solver, conda_update),
