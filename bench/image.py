@@ -16,7 +16,7 @@ from pathlib import Path
 from bench._world import bench_env
 from builder.context import make_context
 from builder.image import BuildOptions, build_image, docker_client
-from tests.world.offline import CUDA_TORCH_SPEC
+from tests.world.offline import CUDA_TORCH_SPEC, cuda_torch_build_fits
 
 NETWORK = BuildOptions(network="host")
 NO_CACHE = BuildOptions(network="host", no_cache=True)
@@ -76,6 +76,10 @@ def main() -> None:
     with bench_env("cpu") as env:
         measure(env, "image")
     # The real CUDA torch (pip route, about 6 GB): the same targets hold for an image 30x larger.
+    fits, why_not = cuda_torch_build_fits()
+    if not fits:
+        print(f"image-cuda: skipped: {why_not}")
+        return
     with bench_env("13.0", CUDA_TORCH_SPEC) as env:
         measure(env, "image-cuda")
 

@@ -130,12 +130,17 @@ class BuildLog:
         if "error" in chunk:
             self.error = chunk.get("errorDetail", {}).get("message") or chunk["error"]
             self.tail.append(self.error.rstrip())
+            # A full disk is often said only here, by the engine committing a step's layer.
+            if "no space left on device" in self.error.lower():
+                self.errors.append(" ".join(self.error.split())[:300])
 
 
 # A failed step's own words, lifted out of the log, and what to do about them. Checked in order.
 BUILD_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"no space left on device", re.I),
-     "free disk space where the Docker engine keeps its data (`docker system df`), then build again"),
+     "free disk space where the Docker engine keeps its data (`docker system df`), then build again; "
+     "a build holds about three times the installed environment at its peak (the builder stage, its "
+     "commit and the final stage's copy)"),
     (re.compile(r"sha256|checksum|hash mismatch|does not match", re.I),
      "the channel serves a different file than the lock names: fix the mirror, or relock with "
      "`envbuild lock --force`"),

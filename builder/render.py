@@ -198,7 +198,7 @@ def dockerfile_blocks(target: Target, has_ca: bool) -> list[Block]:
         Block("locked_env.j2", env),
         Block("smoke_suite.j2", builder_macro=None),
         Block("runtime_user.j2", user, builder_macro=None, runtime_macro="switch"),
-        Block("labels.j2", {"labels": _labels(target)}, builder_macro=None),
+        Block("labels.j2", {"labels": _labels(target)}),
     ]
 
 

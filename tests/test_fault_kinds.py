@@ -165,6 +165,19 @@ def test_an_installer_error_is_lifted_out_of_a_coloured_build_log() -> None:
     assert log.cause() == "zlib: cannot download http://x/zlib-1.conda (File not found)"
 
 
+def test_a_full_disk_said_only_by_the_engine_commit_is_the_cause() -> None:
+    from builder.image import BUILD_CAUSES, BuildLog
+
+    log = BuildLog(lambda line: None)
+    log.feed({"stream": "Step 4/17 : RUN python3 -m builder.install --plan plan.json\n"})
+    log.feed({"stream": "installed 4 conda and 31 pip package(s)\n"})
+    # as the world engine said it in CI, committing the 5.8 GB CUDA env layer
+    log.feed({"error": "Error processing tar file(exit status 1): write /out/opt/env/lib/libnccl.so.2: "
+                       "no space left on device"})
+    assert log.cause() is not None and log.cause().endswith("no space left on device")
+    assert next(fix for pattern, fix in BUILD_CAUSES if pattern.search(log.cause())).startswith("free disk space")
+
+
 @pytest.mark.parametrize("text, words", [
     ("a: " + "[" * 200 + "]" * 200, "nested"),
     ("\n".join(["a: &a [1,2,3,4,5,6,7,8,9]"] + [f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BUILDER_BASE, RUNTIME_BASE, WORLD_CHANNEL, envbuild
+from tests.world.offline import remove_env_images
 
 pytestmark = [pytest.mark.docker, pytest.mark.world]
 
@@ -51,7 +52,7 @@ def test_docker_build_of_the_rendered_folder_works(docker_world, tmp_path: Path)
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.split()[0] == "/opt/env"
     finally:
-        docker_cli("rmi", "--force", tag)
+        remove_env_images(name)  # the image and its builder stage (labelled with the env's name)
     # rendering again replaces envbuild's own folder; a file of the user's in it stops that
     (context / "notes.txt").write_text("mine")
     again = envbuild("render", str(spec), *world, "--out", str(context), cwd=tmp_path)

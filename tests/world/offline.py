@@ -7,6 +7,7 @@ Values come from the variables tests/world/with-world.sh exports, with the world
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -20,6 +21,31 @@ PIP_INDEX = f"http://127.0.0.1:{PORT}/pypi/simple"
 CUDA_TORCH_SPEC = ROOT / "tests" / "fixtures" / "specs" / "torch-cuda-pip.yaml"
 RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
 BUILDER_BASE = os.environ.get("ENVBUILD_TEST_BUILDER_IMAGE", "local/debian:bookworm-python")
+# What building the CUDA_TORCH_SPEC image takes of the engine's disk at its peak: its 5.8 GB env three
+# times (the builder stage, the layer committed from it, the final stage's copy), measured 17.1 GB.
+CUDA_TORCH_BUILD_BYTES = 19 * 10**9
+
+
+def engine_free_bytes() -> int | None:
+    """Free bytes where the world's engine keeps its data; None when that folder is not on this
+    machine (a remote engine)."""
+    import docker
+
+    client = docker.from_env()
+    try:
+        root = client.info().get("DockerRootDir") or ""
+    finally:
+        client.close()
+    return shutil.disk_usage(root).free if root and os.path.isdir(root) else None
+
+
+def cuda_torch_build_fits() -> tuple[bool, str]:
+    """Whether the CUDA torch image can be built on the engine's disk now, and why not."""
+    free = engine_free_bytes()
+    if free is None or free >= CUDA_TORCH_BUILD_BYTES:
+        return True, ""
+    return False, (f"the engine's disk has {free / 1e9:.1f} GB free; building the CUDA torch image needs "
+                   f"about {CUDA_TORCH_BUILD_BYTES / 1e9:.0f} GB at its peak")
 
 
 def unique_spec_copy(folder: Path, prefix: str, source: Path = ROOT / "envs" / "pytorch.yaml") -> Path:
