@@ -200,6 +200,20 @@ def unpinned_images(subject: LintSubject) -> Iterator[Finding]:
                           "add `digest:`", f"images.{role}")
 
 
+@LINT.rule("lint.targets.unresolvable", "a target the compatibility data has no build for")
+def unresolvable_target(subject: LintSubject) -> Iterator[Finding]:
+    """A spec can be well formed and still name a torch/CUDA pair no channel builds (`cuda: 12.65`)."""
+    if subject.spec is None:
+        return
+    from builder.target import resolve_targets
+
+    try:
+        resolve_targets(subject.spec)
+    except UsageError as exc:
+        yield finding(subject, "lint.targets.unresolvable", "error", str(exc).removeprefix(f"{subject.path}: "),
+                      "use a CUDA version listed in the message", "targets")
+
+
 @LINT.rule("lint.fleet.arch-not-covered", "a target without kernels for a GPU of the spec's fleet")
 def fleet_not_covered(subject: LintSubject) -> Iterator[Finding]:
     """A build without kernels for a fleet GPU installs cleanly, then fails at its first kernel."""

@@ -28,7 +28,7 @@ PACKAGE_PATTERN = (
 )
 VERSION_PATTERN = r"^[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$"
 PYTHON_PATTERN = r"^3\.[0-9]{1,2}$"
-CUDA_PATTERN = r"^([0-9]{2}\.[0-9]|cpu)$"
+CUDA_PATTERN = r"^([0-9]{2}\.[0-9]{1,2}|cpu)$"
 IMAGE_PATTERN = r"^[a-z0-9]+([._\-/:][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?$"
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 URL_PATTERN = r"^(https?|file)://[A-Za-z0-9._~:/?#@!$&'()*+,;=%\-\[\]]+$"
@@ -97,11 +97,11 @@ class TargetSpec(StrictModel):
     @field_validator("cuda", mode="before")
     @classmethod
     def _cuda_as_text(cls, value: Any) -> Any:
-        # YAML reads `cuda: 12.6` as a float; `cuda: 12.10` would read as 12.1, so refuse floats
-        # that lose digits rather than guess.
+        # YAML reads `cuda: 12.6` as a float. A spec file's float keeps its text (`12.10` stays
+        # 12.10); a float from elsewhere that may have lost digits is refused rather than guessed.
         if isinstance(value, float):
-            text = repr(value)
-            if not re.fullmatch(r"[0-9]{2}\.[0-9]", text):
+            text = getattr(value, "text", None) or repr(value)
+            if not re.fullmatch(r"[0-9]{2}\.[0-9]{1,2}", text):
                 raise ValueError(f"write the CUDA version in quotes (YAML read it as {value!r})")
             return text
         return value
@@ -130,7 +130,7 @@ class FleetEntry(StrictModel):
         if isinstance(value, str):
             return {"host": value} if value.endswith(".json") else {"gpu": value}
         if isinstance(value, float):
-            return {"gpu": repr(value)}
+            return {"gpu": getattr(value, "text", None) or repr(value)}
         return value
 
     @model_validator(mode="after")
@@ -244,10 +244,12 @@ def parse_spec(data: Any, source: str = "<spec>") -> EnvSpec:
 
 
 def read_yaml_file(path: Path, what: str) -> Any:
-    """A user's YAML file (a spec, an environment.yml), or one clear line saying why it cannot be read."""
+    """A user's YAML file (a spec, an environment.yml), or one clear line saying why it cannot be read.
+    Floats keep the text they were written as (`cuda: 12.10` is not CUDA 12.1)."""
     from builder.userfile import read_yaml
+    from builder.yamlio import SpecLoader
 
-    return read_yaml(path, what, UsageError, f"give a {what} file as `envbuild init` writes it")
+    return read_yaml(path, what, UsageError, f"give a {what} file as `envbuild init` writes it", loader=SpecLoader)
 
 
 def load_spec(path: Path) -> EnvSpec:

@@ -15,3 +15,26 @@ SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=SafeLoader)  # noqa: S506 - a safe loader, C or Python
+
+
+class SourceFloat(float):
+    """A YAML float that remembers how it was written: `cuda: 12.10` is 12.1 as a number, but the
+    user meant CUDA 12.10."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> SourceFloat:
+        number = super().__new__(cls, value)
+        number.text = text
+        return number
+
+
+class SpecLoader(SafeLoader):  # type: ignore[misc, valid-type]
+    """The safe loader, with floats that keep their source text (specs name versions, never numbers)."""
+
+
+def _source_float(loader: Any, node: yaml.ScalarNode) -> float:
+    return SourceFloat(loader.construct_yaml_float(node), node.value)
+
+
+SpecLoader.add_constructor("tag:yaml.org,2002:float", _source_float)

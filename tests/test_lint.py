@@ -37,6 +37,11 @@ def env_rules(data) -> set[str]:
     return {f.rule for f in lint_reading(read_environment_data(data, "environment.yml"))}
 
 
+def test_a_target_no_channel_builds_is_an_error() -> None:
+    assert ("error", "lint.targets.unresolvable") in findings(targets=[{"cuda": "12.65"}])
+    assert not [rule for _, rule in findings() if rule == "lint.targets.unresolvable"]
+
+
 def test_clean_spec_has_no_findings() -> None:
     assert findings() == []
 
@@ -60,7 +65,8 @@ def test_legacy_channel_mixed_with_conda_forge_pytorch_warns() -> None:
     assert findings(channels=["conda-forge", "pytorch"]) == [("warning", "lint.channels.legacy-with-conda-forge")]
     assert ("warning", "lint.channels.legacy-with-conda-forge") in findings(
         route="pytorch-channel", torch="2.5.1", channels=["conda-forge", "pytorch", "nvidia"])
-    assert findings(route="pytorch-channel", torch="2.5.1", channels=["pytorch", "nvidia", "conda-forge"]) == []
+    assert findings(route="pytorch-channel", torch="2.5.1", channels=["pytorch", "nvidia", "conda-forge"],
+                    targets=[{"cuda": "12.4"}]) == []
 
 
 @pytest.mark.parametrize("name", ["env1", "test", "myenv", "tmp", "env"])

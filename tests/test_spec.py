@@ -44,6 +44,17 @@ def test_float_cuda_from_yaml_is_read_as_text() -> None:
     assert [t.key for t in spec.targets] == ["cuda11.8", "cpu"]
 
 
+def test_a_spec_file_float_keeps_its_written_digits(tmp_path: Path) -> None:
+    path = tmp_path / "vision.yaml"
+    path.write_text("name: vision\npython: '3.11'\ntorch: 2.7.1\ntargets: [{cuda: 12.10}, {cuda: 12.6}]\n")
+    assert [t.key for t in load_spec(path).targets] == ["cuda12.10", "cuda12.6"]  # not 12.1
+
+
+def test_a_float_that_may_have_lost_digits_is_refused() -> None:
+    with pytest.raises(UsageError, match="write the CUDA version in quotes"):
+        parse_spec(spec_with(targets=[{"cuda": 12.0 + 1e-9}]))
+
+
 @pytest.mark.parametrize(
     ("changes", "field", "value"),
     [

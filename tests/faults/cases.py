@@ -180,7 +180,6 @@ BAD_SPECS: list[tuple[str, str | bytes, tuple[str, ...]]] = [
     ("huge", "name: team\n" + "#" * (2 << 20) + "\n", ("larger than", "give the right file")),
     ("unknown-field", "name: team\npython: '3.11'\ntorch: '2.13.0'\ntargets: [{cuda: cpu}]\nbogus: 1\n",
      ("bogus", "not a known field")),
-    ("cuda-as-float", "name: team\npython: '3.11'\ntorch: '2.13.0'\ntargets: [{cuda: 12.65}]\n", ("quotes",)),
 ]
 # Every command that reads a spec gets every bad spec through the same loader; each command is
 # given a share of them, so all bad kinds and all commands are covered without a full product.
@@ -195,6 +194,16 @@ for index, (kind, content, words) in enumerate(BAD_SPECS):
     for command in (SPEC_COMMANDS[index % len(SPEC_COMMANDS)], SPEC_COMMANDS[(index + 3) % len(SPEC_COMMANDS)]):
         CASES.append(Case(f"spec-{kind}-{command[0]}", command, exit=2, error=words,
                           setup=with_file("team.yaml", content)))
+
+# An unquoted float is read as written (12.65, not a rounded number); a well-formed spec, so lint
+# reports the target it cannot resolve as an error finding (exit 1) where other commands refuse it.
+CUDA_AS_FLOAT = "name: team\npython: '3.11'\ntorch: '2.13.0'\ntargets: [{cuda: 12.65}]\n"
+CASES += [
+    Case("spec-cuda-as-float-targets", ("targets", "team.yaml", "--json"), exit=2,
+         error=("12.65", "CUDA targets for 2.13"), setup=with_file("team.yaml", CUDA_AS_FLOAT)),
+    Case("spec-cuda-as-float-lint", ("lint", "team.yaml"), exit=1, error=None,
+         stdout=("lint.targets.unresolvable", "target 12.65"), setup=with_file("team.yaml", CUDA_AS_FLOAT)),
+]
 
 CASES += [
     # input files that are not files
