@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -101,9 +102,17 @@ def provided_by_conda(conda_names: Iterable[str]) -> list[str]:
 
 
 def _uv() -> str:
-    from uv import find_uv_bin
+    """The uv that ships with envbuild (its `uv` dependency), else one on PATH."""
+    try:
+        from uv import find_uv_bin
 
-    return find_uv_bin()
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):  # uv's UvNotFound is a FileNotFoundError
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise PipResolveError("uv, which resolves the pip packages of a lock, is not installed: "
+                          "reinstall envbuild with its dependencies, or put uv on PATH")
 
 
 def resolve_platform(part: PipPart, platform: str, python_version: str, virtual_packages: Mapping[str, str],

@@ -112,3 +112,21 @@ def test_an_index_beside_pypi_is_asked_first() -> None:
     assert PipPart(("torch",), "http://index.example/simple", True).index_args() == [
         "--extra-index-url", "http://index.example/simple"]
     assert PipPart(("torch",), None, True).index_args() == []
+
+
+def test_a_missing_uv_is_one_line_that_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import uv
+
+    from builder import pip_lock
+
+    def not_found() -> str:
+        raise FileNotFoundError("uv not found")  # what uv's UvNotFound is
+
+    monkeypatch.setattr(uv, "find_uv_bin", not_found)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(PipResolveError, match="uv, which resolves the pip packages of a lock, is not installed"):
+        pip_lock._uv()
+    monkeypatch.setattr(shutil, "which", lambda name: "/somewhere/bin/uv")
+    assert pip_lock._uv() == "/somewhere/bin/uv"
