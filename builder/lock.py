@@ -15,6 +15,7 @@ Layout, next to the spec (`envs/pytorch.yaml`):
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shlex
 import shutil
@@ -318,14 +319,14 @@ def refuse_mixed_cuda(lock: CondaLock, target: Target) -> None:
                             + ". Pin those packages' builds in the spec (name=version=cudaXYZ*) or drop them")
 
 
-def _commit(job: Job) -> LockResult:
-    """Validate the new lockfile, then rename it and its info into place (old lock kept until then)."""
+def checked_info(job: Job) -> LockInfo:
+    """The info of the new lockfile, once it passed the checks (one CUDA build)."""
     produced = job.work / LOCK_FILE
     lock = read_lock(produced)
     target = job.inputs.target
     refuse_mixed_cuda(lock, target)
     builds, counts = summarize(lock)
-    info = LockInfo(
+    return LockInfo(
         envbuild_version=__version__, input_hash=job.inputs.input_hash, env=target.name,
         target=target.key, torch=target.torch, cuda=target.cuda, platforms=list(target.platforms),
         channels=list(target.channels), pip_repositories=[target.pip_index] if target.pip_index else [],
@@ -333,6 +334,38 @@ def _commit(job: Job) -> LockResult:
         lockfile_sha256=lockfile_sha256(produced), torch_builds=builds, package_counts=counts,
         inputs=job.inputs.material,
     )
+
+
+CHECKED_FILE = "checked.json"
+
+
+def check_in_child(job: Job) -> None:
+    """In the target's forked child, right after conda-lock: read and check the new lockfile there,
+    so targets are checked side by side instead of one after the other in the parent at the end
+    (about 0.1 s each). The parent reads the verdict from CHECKED_FILE."""
+    try:
+        verdict = {"info": json.loads(checked_info(job).model_dump_json())}
+    except EnvbuildError as exc:
+        verdict = {"error": exc.message}
+    (job.work / CHECKED_FILE).write_text(json.dumps(verdict), encoding="utf-8")
+
+
+def _checked_in_child(job: Job) -> LockInfo | None:
+    path = job.work / CHECKED_FILE
+    if not path.is_file():
+        return None  # the child did not get that far: the parent checks
+    verdict = json.loads(path.read_text(encoding="utf-8"))
+    if "error" in verdict:
+        raise EnvbuildError(verdict["error"])
+    return LockInfo.model_validate(verdict["info"])
+
+
+def _commit(job: Job) -> LockResult:
+    """Rename the checked lockfile and its info into place (the old lock kept until then)."""
+    produced = job.work / LOCK_FILE
+    target = job.inputs.target
+    info = _checked_in_child(job) or checked_info(job)
+    builds, counts = info.torch_builds, info.package_counts
     created = not job.folder.exists()
     job.folder.mkdir(parents=True, exist_ok=True)
     remove_stale_folders(job.folder, STAGED_PREFIX)
@@ -483,7 +516,7 @@ def lock_targets(
             workers = parallel or min(len(jobs), 2 * (os.cpu_count() or 1)) or 1
             with solver_service(scratch, solver_path, bool(jobs)):
                 stopped = functools.partial(_timed_out, timeout=timeout)
-                for result in run_jobs(jobs, workers, timeout, _finish, stopped) if jobs else []:
+                for result in run_jobs(jobs, workers, timeout, _finish, stopped, check_in_child) if jobs else []:
                     results[result.target] = result
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

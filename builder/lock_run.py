@@ -134,10 +134,12 @@ def _use_libyaml() -> None:
     yaml.safe_load = functools.partial(yaml.load, Loader=yaml.CSafeLoader)  # type: ignore[assignment]
 
 
-def _child_main(job: Job) -> None:
+def _child_main(job: Job, after: Callable[[Job], None] | None) -> None:
     code = 1
     try:
         code = _run_conda_lock(job)
+        if code == 0 and after is not None:
+            after(job)
     except BaseException as exc:  # noqa: BLE001 - a forked child never returns into the parent's code
         print(f"envbuild: could not run conda-lock: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
@@ -189,9 +191,10 @@ PROGRESS_EVERY_S = 30.0  # a "still locking" line this often, so a slow solve is
 
 
 def run_jobs(jobs: list[Job], parallel: int, timeout: float, finish: Callable[[Job, int, float], Result],
-             timed_out: Callable[[Job, float], Result]) -> list[Result]:
-    """Run each job's conda-lock in a forked child, `parallel` at a time; `finish` makes a job's
-    result from its exit code, `timed_out` one for a child stopped after `timeout` seconds."""
+             timed_out: Callable[[Job, float], Result], after: Callable[[Job], None] | None = None) -> list[Result]:
+    """Run each job's conda-lock in a forked child, `parallel` at a time; `after` runs in the child
+    once conda-lock succeeded, `finish` makes a job's result from its exit code in the parent,
+    `timed_out` one for a child stopped after `timeout` seconds."""
     # Imported once here so each forked child starts with conda-lock loaded.
     import conda_lock.conda_lock  # noqa: F401
 
@@ -207,7 +210,7 @@ def run_jobs(jobs: list[Job], parallel: int, timeout: float, finish: Callable[[J
                 while pending and len(running) < parallel:
                     job = pending.pop(0)
                     child: multiprocessing.process.BaseProcess = context.Process(
-                        target=_child_main, args=(job,), daemon=False)
+                        target=_child_main, args=(job, after), daemon=False)
                     child.start()
                     assert child.pid is not None  # started
                     running[child.pid] = (job, child, time.monotonic())
@@ -245,7 +248,8 @@ def solver_service(scratch: Path, solver: Path, needed: bool) -> Iterator[None]:
     environment they inherit. Without it (a real conda, or it did not start) nothing changes."""
     import subprocess
 
-    from builder.solver_shim import CACHE_ENV, SERVICE_ENV
+    from builder.solver_client import SERVICE_ENV
+    from builder.solver_shim import CACHE_ENV
 
     if not needed or solver.name != OWN_SOLVER:
         yield

@@ -38,6 +38,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from builder import __version__
 from builder.proc import die_with_parent, exit_now
+from builder.solver_client import (
+    DEFAULT_SOLVE_TIMEOUT_S,
+    FORWARDED_ENV,
+    MICROMAMBA_COMPAT_VERSION,
+    SOLVE_TIMEOUT_ENV,
+    version_text,
+)
 
 # Bound at run time by _load_solver_libraries(), only for the calls that solve or install.
 if TYPE_CHECKING:
@@ -49,11 +56,6 @@ if TYPE_CHECKING:
 
     from builder import install as installer  # noqa: TC004
 
-# conda-lock reads the last word of the first line and compares it with micromamba releases; 2.0.7
-# is the first whose `list` knows `--no-pip`, which conda-lock tries first.
-MICROMAMBA_COMPAT_VERSION = "2.0.8"
-DEFAULT_SOLVE_TIMEOUT_S = 120.0
-SOLVE_TIMEOUT_ENV = "ENVBUILD_SOLVE_TIMEOUT"
 CACHE_ENV = "ENVBUILD_RATTLER_CACHE"
 OVERRIDE_PREFIX = "CONDA_OVERRIDE_"
 # A conflict explanation conda-lock prints to the user: one screen, not a dump.
@@ -95,12 +97,10 @@ class ChannelSet:
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """Console script `envbuild-micromamba`: run one call, then leave without interpreter teardown."""
+    """Run one call in this process, then leave without interpreter teardown (the console script
+    `envbuild-micromamba` is builder/solver_client.py, which forwards solves to the service first)."""
     args = list(sys.argv[1:] if argv is None else argv)
     die_with_parent()  # a solve must not go on after conda-lock (and envbuild) died
-    forwarded = _forward_to_service(args)
-    if forwarded is not None:
-        exit_now(forwarded)
     try:
         code = answer(args)
     finally:
@@ -131,38 +131,8 @@ def answer(args: list[str]) -> int:
 # One `envbuild lock` run makes a dozen solves (targets x platforms), each of them a new process
 # that imports rattler and reads the channels' repodata again. While a run lasts, a service
 # process holds rattler and one Gateway (repodata read once, kept in memory) and answers the dry-run
-# solves that this executable forwards to it over a unix socket; its answers are the very bytes
-# this executable would print. Anything it cannot reach is answered here as before.
-
-SERVICE_ENV = "ENVBUILD_SOLVER_SERVICE"
-# What a solve reads from its environment: the platform, virtual packages, the solve timeout.
-_FORWARDED_ENV = ("CONDA_", "ENVBUILD_SOLVE")
-_SERVICE_TIMEOUT_S = DEFAULT_SOLVE_TIMEOUT_S + 60
-
-
-def _forward_to_service(args: list[str]) -> int | None:
-    """Forward a dry-run solve to the service of the running `envbuild lock`; None when there is
-    none (or it does not answer): the call is then answered in this process."""
-    path = os.environ.get(SERVICE_ENV)
-    if not path or not args or args[0] not in ("create", "update") or "--dry-run" not in args:
-        return None
-    import socket
-
-    request = {"args": args, "env": {k: v for k, v in os.environ.items() if k.startswith(_FORWARDED_ENV)}}
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.settimeout(_SERVICE_TIMEOUT_S)
-            client.connect(path)
-            client.sendall(json.dumps(request).encode())
-            client.shutdown(socket.SHUT_WR)
-            reply = json.loads(b"".join(iter(lambda: client.recv(1 << 20), b"")).decode())
-    except (OSError, ValueError):
-        return None
-    sys.stdout.write(reply["stdout"])
-    sys.stderr.write(reply["stderr"])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    return int(reply["code"])
+# solves that `envbuild-micromamba` (builder/solver_client.py) forwards to it over a unix socket;
+# its answers are the very bytes this module would print. Anything it cannot reach is answered here.
 
 
 def serve(path: str) -> NoReturn:
@@ -191,7 +161,7 @@ def _answer_connection(connection: socket.socket) -> None:
     import io
 
     request = json.loads(b"".join(iter(lambda: connection.recv(1 << 20), b"")).decode())
-    for key in [k for k in os.environ if k.startswith(_FORWARDED_ENV)]:
+    for key in [k for k in os.environ if k.startswith(FORWARDED_ENV)]:
         del os.environ[key]
     os.environ.update(request["env"])
     out, err = io.StringIO(), io.StringIO()
@@ -207,8 +177,7 @@ def _answer_connection(connection: socket.socket) -> None:
 def dispatch(args: list[str]) -> int:
     """Run one micromamba-style call and return its exit code; output goes to stdout."""
     if args in (["--version"], ["-V"]):
-        print(MICROMAMBA_COMPAT_VERSION)
-        print(f"envbuild-micromamba {__version__}: conda-lock's solver calls only")
+        sys.stdout.write(version_text())
         return 0
     if not args:
         raise ShimUsageError("no command given; this shim answers conda-lock's calls only (see --help of envbuild)")

@@ -15,7 +15,9 @@ the tests judge output, not only exit codes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -712,3 +714,22 @@ def test_the_shim_forwards_dry_runs_to_the_service_and_answers_itself_without_on
     assert version.returncode == 0
     gone = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(tmp_path / "gone.sock"), **extra), tmp_path)
     assert gone.stdout != "from the service\n" and "envbuild-micromamba" in gone.stdout + gone.stderr
+
+
+@pytest.mark.unit
+def test_the_console_script_answers_version_and_forwards_without_loading_the_shim(tmp_path: Path) -> None:
+    """The point of builder/solver_client.py: conda-lock's per-lock calls never pay the shim's imports."""
+    from builder.solver_client import version_text
+    from builder.solver_shim import dispatch
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert dispatch(["--version"]) == 0
+    assert out.getvalue() == version_text() and version_text().startswith("2.0.8\n")
+    probe = ("import sys; import builder.solver_client as client; "
+             "sys.argv = ['envbuild-micromamba', '--version']; client.main(); "
+             "client.forward_to_service(['create', '--dry-run']); "
+             "print('shim loaded' if 'builder.solver_shim' in sys.modules else 'shim not loaded')")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                          env=_clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(tmp_path / "gone.sock")))
+    assert done.stdout == version_text() + "shim not loaded\n", done.stderr
