@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import uuid
 
 import pytest
@@ -116,13 +118,29 @@ def test_images_lists_what_was_built_with_its_lock(built, world_env) -> None:
     assert f"{world_env.name}:2.13.0-cuda12.9" in rows["cuda12.9"]["tags"]
 
 
+def skopeo_inspect(reference: str) -> dict:
+    skopeo = shutil.which("skopeo")
+    assert skopeo, "skopeo is not installed: tests/world/engine.sh install puts it there"
+    done = subprocess.run([skopeo, "inspect", "--tls-verify=false", f"docker://{reference}"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
 def test_push_to_the_loopback_registry_and_pull_back(built, world_env, client) -> None:
     registry = os.environ.get("ENVBUILD_TEST_REGISTRY", "127.0.0.1:5000")
     team = f"{registry}/team-{uuid.uuid4().hex[:6]}"
     pushed = world_env.build("12.9", extra=("--push", team))[0]["pushed"]
     remote = f"{team}/{world_env.name}:2.13.0-cuda12.9"
     assert remote in pushed and len(pushed) == 2
-    digest_before = client.api.inspect_image(remote)["Id"]
+    local = client.api.inspect_image(remote)
+    digest_before = local["Id"]
+    # A registry client that is not Docker reads the same manifest, labels and platform back.
+    seen = skopeo_inspect(remote)
+    assert f"{team}/{world_env.name}@{seen['Digest']}" in local["RepoDigests"]
+    assert seen["Labels"] == local["Config"]["Labels"] and seen["Labels"]["io.envbuild.target"] == "cuda12.9"
+    assert (seen["Os"], seen["Architecture"]) == ("linux", "amd64") and len(seen["Layers"]) == len(
+        local["RootFS"]["Layers"])
     for tag in pushed:
         client.images.remove(tag)
     client.images.pull(remote)
