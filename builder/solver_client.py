@@ -1,7 +1,7 @@
 """`envbuild-micromamba`'s entry point. During `envbuild lock`, conda-lock's dry-run solves go to
 the run's solver service (builder/solver_shim.py, `serve`) from a process that loads only the
-standard library's socket, json and ctypes: about 15 ms a call instead of the 60 ms the shim's own
-imports take, six calls for a lock of three targets on two platforms; `--version`, asked before
+standard library's socket, json and ctypes: a process of about 20 ms instead of the 60 ms the
+shim's imports take, six calls for a lock of three targets on two platforms; `--version`, asked before
 every lock, is answered here too. Every other call, and every call when no service answers, is the
 shim's (`solver_shim.main`)."""
 
