@@ -71,14 +71,15 @@ def make_context(target: Target, lock_path: Path, root: Path, image_platform: st
             f"{lock_path}: locked for {', '.join(lock.metadata.platforms)}, not {subdir}; "
             f"add {subdir} to the target's platforms and run `envbuild lock`"
         )
-    rendered = render_target(target)
+    lock_hash = lockfile_sha256(lock_path)
+    rendered = render_target(target, lock_hash)
     plan = export_platform_plan(lock, subdir, str(lock_path))
     root.mkdir(parents=True, exist_ok=True)
     write_context(rendered, root, {"envbuild/plan.json": json.dumps(plan, indent=1, sort_keys=True).encode()})
     (root / "envbuild" / "conda-lock.yml").write_bytes(lock_path.read_bytes())
     _installer_files(root / "envbuild" / "installer")
     (root / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")
-    return BuildContext(target, root, lockfile_sha256(lock_path), subdir, rendered)
+    return BuildContext(target, root, lock_hash, subdir, rendered)
 
 
 @dataclass(frozen=True)

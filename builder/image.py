@@ -192,17 +192,15 @@ def build_image(
     client = client or docker_client()
     started = time.monotonic()
     log = BuildLog(echo)
-    build_args = {
-        "ENVBUILD_LOCK_HASH": context.lock_hash,
-        "ENVBUILD_CREATED": created_timestamp(),
-        **options.build_args,
-    }
+    # The build time, through the API: a line of the Dockerfile would leave a plain `docker build`
+    # of a rendered folder an empty label.
+    labels = {"org.opencontainers.image.created": created_timestamp(), **options.labels}
     what = f"{context.target.key}: the build"
     try:
         stream = client.api.build(
             path=str(context.root), rm=True, forcerm=True, decode=True, nocache=options.no_cache,
-            buildargs=build_args, network_mode=options.network, platform=options.platform,
-            pull=options.pull, labels={key: value for key, value in options.labels.items() if value} or None,
+            buildargs=dict(options.build_args), network_mode=options.network, platform=options.platform,
+            pull=options.pull, labels={key: value for key, value in labels.items() if value},
         )
         for chunk in stream:
             log.feed(chunk)

@@ -149,8 +149,9 @@ def environment_context(target: Target) -> dict[str, Any]:
     }
 
 
-def _labels(target: Target) -> dict[str, str]:
+def _labels(target: Target, lock_hash: str | None) -> dict[str, str]:
     labels = {
+        "io.envbuild.lock-hash": lock_hash or "",
         "org.opencontainers.image.title": f"{target.name} {target.key}",
         "io.envbuild.env": target.name,
         "io.envbuild.target": target.key,
@@ -178,7 +179,7 @@ def required_driver_cuda(cuda: str | None) -> str:
     return f"cuda>={cuda.split('.')[0]}.0"
 
 
-def dockerfile_blocks(target: Target, has_ca: bool) -> list[Block]:
+def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None) -> list[Block]:
     user = {"name": target.spec.user.name, "uid": target.spec.user.uid}
     env = {"prefix": ENV_PREFIX, "epoch": LAYER_EPOCH}
     return [
@@ -198,7 +199,7 @@ def dockerfile_blocks(target: Target, has_ca: bool) -> list[Block]:
         Block("locked_env.j2", env),
         Block("smoke_suite.j2", builder_macro=None),
         Block("runtime_user.j2", user, builder_macro=None, runtime_macro="switch"),
-        Block("labels.j2", {"labels": _labels(target)}),
+        Block("labels.j2", {"labels": _labels(target, lock_hash)}),
     ]
 
 
@@ -219,14 +220,15 @@ def conda_environment_yml(target: Target) -> str:
     return environment().get_template("environment.yml.j2").render(context)
 
 
-def render_target(target: Target) -> RenderedEnv:
-    """Render one target. Same target, same bytes: nothing here reads the clock or the host."""
+def render_target(target: Target, lock_hash: str | None = None) -> RenderedEnv:
+    """Render one target; a build context passes its lock's hash, which becomes a label. Same
+    inputs, same bytes: nothing here reads the clock or the host."""
     env = environment()
     ca_files = _ca_files(target)
     environment_yml = env.get_template("environment.yml.j2").render(
         environment_context(target)
     )
-    blocks = [_render_block(env, block) for block in dockerfile_blocks(target, bool(ca_files))]
+    blocks = [_render_block(env, block) for block in dockerfile_blocks(target, bool(ca_files), lock_hash)]
     dockerfile = env.get_template("Dockerfile.j2").render(
         version=__version__,
         env_name=target.name,

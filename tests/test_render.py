@@ -78,8 +78,11 @@ def test_dockerfile_shape() -> None:
     assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in dockerfile
     # The environment layer comes before what changes often.
     assert dockerfile.index("COPY --from=env-builder") < dockerfile.index("COPY smoke/")
-    assert dockerfile.index("COPY smoke/") < dockerfile.index("ARG ENVBUILD_LOCK_HASH")
+    assert dockerfile.index("COPY smoke/") < dockerfile.rindex("LABEL ")
     assert "USER 1000" in dockerfile
+    # no label whose value only a build could fill in (a plain `docker build` would leave it empty)
+    assert "ARG " not in dockerfile and "lock-hash" not in dockerfile and "image.created" not in dockerfile
+    assert 'io.envbuild.lock-hash="' + "ab" * 32 + '"' in render_target(cuda, "ab" * 32).dockerfile
 
 
 def test_ca_certificates_go_into_both_stages(tmp_path: Path) -> None:

@@ -51,6 +51,12 @@ def test_docker_build_of_the_rendered_folder_works(docker_world, tmp_path: Path)
         ran = docker_cli("run", "--rm", tag, "python", "-c", "import sys, numpy; print(sys.prefix, numpy.__version__)")
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.split()[0] == "/opt/env"
+        # a plain build has the lock's hash from the context, and no label left empty
+        inspected = docker_cli("inspect", "--format", "{{json .Config.Labels}}", tag)
+        labels = json.loads(inspected.stdout)
+        lock_hash = json.loads((tmp_path / "locks" / "cuda12.9" / "envbuild-lock.json").read_text())["lockfile_sha256"]
+        assert labels["io.envbuild.lock-hash"] == lock_hash and all(labels.values()), labels
+        assert "org.opencontainers.image.created" not in labels
     finally:
         remove_env_images(name)  # the image and its builder stage (labelled with the env's name)
     # rendering again replaces envbuild's own folder; a file of the user's in it stops that
