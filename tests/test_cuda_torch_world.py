@@ -28,14 +28,13 @@ from tests.world.offline import (
     CUDA_TORCH_SPEC,
     PIP_INDEX,
     RUNTIME_BASE,
+    WORLD,
     cuda_torch_build_fits,
     remove_env_images,
     unique_spec_copy,
 )
 
 pytestmark = pytest.mark.world
-
-WORLD = PIP_INDEX.removesuffix("/pypi/simple")
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,10 @@ from pathlib import Path
 import pytest
 
 from builder.lockfile import CondaLock, read_lock
+from tests.world.offline import CHANNEL, PIP_INDEX, ROOT, WORLD
 
 pytestmark = pytest.mark.world
 
-ROOT = Path(__file__).resolve().parent.parent
-WORLD = f"http://127.0.0.1:{os.environ.get('ENVBUILD_WORLD_PORT', '8765')}"
-CHANNEL = f"{WORLD}/conda/conda-forge"
-PIP_INDEX = f"{WORLD}/pypi/simple"
 # The legacy route's three channels, each replaced by the world's copy as a team's mirror would be.
 LEGACY_MIRRORS = [arg for name in ("pytorch", "nvidia", "conda-forge")
                   for arg in ("--mirror", f"{name}={WORLD}/conda/{name}")]

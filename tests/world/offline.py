@@ -15,8 +15,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = os.environ.get("ENVBUILD_WORLD_PORT", "8765")
-CHANNEL = f"http://127.0.0.1:{PORT}/conda/conda-forge"
-PIP_INDEX = f"http://127.0.0.1:{PORT}/pypi/simple"
+WORLD = f"http://127.0.0.1:{PORT}"  # the world's file server: conda channels and the pip index
+CHANNEL = f"{WORLD}/conda/conda-forge"
+PIP_INDEX = f"{WORLD}/pypi/simple"
 # torch 2.14.1 + torchvision 0.29.1, CUDA 13.0 wheels with their nvidia-* wheels (about 6 GB installed)
 CUDA_TORCH_SPEC = ROOT / "tests" / "fixtures" / "specs" / "torch-cuda-pip.yaml"
 RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
