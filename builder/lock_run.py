@@ -146,47 +146,6 @@ def _child_main(job: Job, after: Callable[[Job], None] | None) -> None:
         exit_now(code)
 
 
-def ask_own_solver_version_once(solvers: set[Path]) -> None:
-    """conda-lock asks the solver for its version (a new process) in every target; envbuild's own
-    solver answers the same every time, so the parent asks once and the forked children inherit
-    the answer. A real conda tool is still asked by each child."""
-    from conda_lock import invoke_conda
-
-    own = {str(s): invoke_conda.determine_micromamba_version(str(s)) for s in solvers if s.name == OWN_SOLVER}
-    if not own:
-        return
-    ask = invoke_conda.determine_micromamba_version
-
-    def known_version(exe):  # type: ignore[no-untyped-def]
-        return own[str(exe)] if str(exe) in own else ask(exe)
-
-    invoke_conda.determine_micromamba_version = known_version  # type: ignore[assignment]
-    _answer_version_calls(own)
-
-
-class _SubprocessAnsweringVersions:
-    """conda-lock's `subprocess`, except that `<own solver> --version` (one process per target,
-    logged at debug level only) is answered from what the parent asked once."""
-
-    def __init__(self, versions: dict[str, str]) -> None:
-        self._versions = versions
-
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
-        return getattr(subprocess, name)
-
-    def check_output(self, args, *rest, **kwargs):  # type: ignore[no-untyped-def]
-        if isinstance(args, list) and len(args) == 2 and args[1] == "--version" and str(args[0]) in self._versions:
-            version = f"{OWN_SOLVER} {self._versions[str(args[0])]}"
-            return version if kwargs.get("encoding") or kwargs.get("text") else version.encode()
-        return subprocess.check_output(args, *rest, **kwargs)
-
-
-def _answer_version_calls(versions: dict[str, str]) -> None:
-    from conda_lock import conda_lock
-
-    conda_lock.subprocess = _SubprocessAnsweringVersions(versions)  # type: ignore[assignment]
-
-
 PROGRESS_EVERY_S = 30.0  # a "still locking" line this often, so a slow solve is never silent
 
 
@@ -198,7 +157,6 @@ def run_jobs(jobs: list[Job], parallel: int, timeout: float, finish: Callable[[J
     # Imported once here so each forked child starts with conda-lock loaded.
     import conda_lock.conda_lock  # noqa: F401
 
-    ask_own_solver_version_once({job.solver for job in jobs})
     context = multiprocessing.get_context("fork")
     pending = list(jobs)
     running: dict[int, tuple[Job, multiprocessing.process.BaseProcess, float]] = {}
@@ -246,8 +204,6 @@ def solver_service(scratch: Path, solver: Path, needed: bool) -> Iterator[None]:
     """envbuild's own solver answers this run's solves from one process that reads each channel's
     repodata once (builder/solver_shim.py, `serve`); the conda-lock children find it through the
     environment they inherit. Without it (a real conda, or it did not start) nothing changes."""
-    import subprocess
-
     from builder.solver_client import SERVICE_ENV
     from builder.solver_shim import CACHE_ENV
 

@@ -12,7 +12,7 @@ from builder.errors import EnvbuildError
 from builder.image import BuildOptions, ImageResult, build_image, push_image
 from builder.lock import LOCK_FILE, check_targets, default_lock_dir, failure_line, lock_targets
 from builder.proc import owned_name, remove_stale_folders
-from builder.render import render_target
+from builder.render import checked_ca_files
 from builder.target import Target
 
 CONTEXT_PREFIX = "envbuild-context"
@@ -48,8 +48,8 @@ def build_target_image(
     """The image of one target; from `lock_path` when the caller already ensured the lock."""
     # Named after this process: a run killed with SIGKILL cannot clean up, the next one does.
     remove_stale_folders(Path(tempfile.gettempdir()), CONTEXT_PREFIX)
-    # Rendered first: a CA file that is not a certificate fails in a moment, not after a lock.
-    render_target(target)
+    # A CA file that is not a certificate fails in a moment, not after a lock.
+    checked_ca_files(target)
     if lock_path is None:
         lock_path = ensure_lock(target, lock_root, relock, solver)
     root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))

@@ -224,7 +224,7 @@ def render_target(target: Target, lock_hash: str | None = None) -> RenderedEnv:
     """Render one target; a build context passes its lock's hash, which becomes a label. Same
     inputs, same bytes: nothing here reads the clock or the host."""
     env = environment()
-    ca_files = _ca_files(target)
+    ca_files = checked_ca_files(target)
     environment_yml = env.get_template("environment.yml.j2").render(
         environment_context(target)
     )
@@ -250,7 +250,8 @@ def _tidy(text: str) -> str:
     return "\n".join(lines).strip() + "\n"
 
 
-def _ca_files(target: Target) -> tuple[Path, ...]:
+def checked_ca_files(target: Target) -> tuple[Path, ...]:
+    """The spec's CA files, each checked to be a PEM certificate (one UsageError line if not)."""
     from builder.errors import UsageError
 
     base = target.spec.source.parent if target.spec.source else Path.cwd()
