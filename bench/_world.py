@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.lock import lock_targets
-from builder.spec import load_spec
-from builder.target import Sources, Target, resolve_targets, with_images
+from builder.lock.targets import lock_targets
+from builder.spec.model import load_spec
+from builder.spec.target import Sources, Target, resolve_targets, with_images
 from tests.world.offline import (
     BUILDER_BASE,
     CHANNEL,

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from bench._world import bench_env
-from builder.context import make_context
-from builder.image import BuildOptions, build_image, docker_client
+from builder.image.build import BuildOptions, build_image, docker_client
+from builder.image.context import make_context
 from tests.world.offline import CUDA_TORCH_SPEC, cuda_torch_build_fits
 
 NETWORK = BuildOptions(network="host")

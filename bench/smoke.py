@@ -6,9 +6,9 @@ Target (issue "Smoke suite"): <= 60 s here. A figure, not a timed test.
 from __future__ import annotations
 
 from bench._world import bench_env
-from builder.context import make_context
-from builder.image import BuildOptions, build_image
-from builder.smoke_runner import run_in_image
+from builder.image.build import BuildOptions, build_image
+from builder.image.context import make_context
+from builder.image.smoke_run import run_in_image
 
 
 def main() -> None:

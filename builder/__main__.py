@@ -1,6 +1,6 @@
 """`python -m builder`: the envbuild command without the console script (tests, CI)."""
 
-from builder.cli import main
+from builder.cli.commands import main
 
 if __name__ == "__main__":
     main()

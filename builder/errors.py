@@ -1,4 +1,4 @@
-"""User-facing errors of the library. They know nothing of the command line: builder/cli.py turns
+"""User-facing errors of the library. They know nothing of the command line: builder/cli/commands.py turns
 each into one `Error: ...` line and the exit code it carries, in one place."""
 
 from __future__ import annotations

@@ -14,11 +14,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from builder.ci import CiOptions, parse_labels, pipeline_jobs, write_pipeline
-from builder.cli import cli
+from builder.cli.commands import cli
 from builder.errors import UsageError
-from builder.spec import load_spec
-from builder.target import resolve_targets
+from builder.spec.model import load_spec
+from builder.spec.target import resolve_targets
+from builder.teams.ci import CiOptions, parse_labels, pipeline_jobs, write_pipeline
 
 pytestmark = pytest.mark.unit
 
@@ -316,7 +316,7 @@ def test_github_workflow_passes_actionlint_given_the_gpu_label(repo: Path) -> No
 def test_actions_are_pinned_by_commit_with_their_version(repo: Path) -> None:
     import re
 
-    from builder.ci import ci_defaults
+    from builder.teams.ci import ci_defaults
 
     text = generate("github", options=GIVEN).text
     uses = re.findall(r"uses: (\S+)(.*)", text)
@@ -406,8 +406,8 @@ def test_given_install_source_is_what_every_job_installs(repo: Path, tmp_path: P
 @pytest.mark.parametrize("provider", ["github", "gitlab"])
 def test_unknown_install_source_stops_each_job_with_one_line(repo: Path, tmp_path: Path, provider: str,
                                                              monkeypatch) -> None:
-    from builder import ci
-    from builder.install_source import InstallSource
+    from builder.teams import ci
+    from builder.teams.install_source import InstallSource
 
     monkeypatch.setattr(ci, "install_source", lambda given: InstallSource("", "unset", "no remote"))
     pipeline = generate(provider)

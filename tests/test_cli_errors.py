@@ -1,6 +1,6 @@
 """Library errors reach the user as one `Error:` line and the error's exit code, never a traceback.
 
-The mapping lives in one place (builder/cli.py's command group); these tests drive real library
+The mapping lives in one place (builder/cli/commands.py's command group); these tests drive real library
 failures through the real command, as a subprocess the way a user runs it."""
 
 from __future__ import annotations

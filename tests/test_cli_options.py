@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from builder.cli import cli
-from builder.cli_options import BuildFlags, ContainerFlags, LockFlags
+from builder.cli.commands import cli
+from builder.cli.options import BuildFlags, ContainerFlags, LockFlags
 from builder.errors import UsageError
-from builder.image import parse_build_args
-from builder.target import Sources
+from builder.image.build import parse_build_args
+from builder.spec.target import Sources
 
 pytestmark = pytest.mark.unit
 

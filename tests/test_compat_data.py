@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from builder.compat import load_compat, release_line, version_tuple
-from builder.spec import Route
+from builder.spec.compat import load_compat, release_line, version_tuple
+from builder.spec.model import Route
 
 pytestmark = pytest.mark.unit
 

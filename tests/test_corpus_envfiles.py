@@ -15,11 +15,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from builder.cli import cli
-from builder.compat import load_compat
+from builder.cli.commands import cli
 from builder.errors import UsageError
-from builder.importer import init_spec
-from builder.spec import Route, load_spec
+from builder.init.importer import init_spec
+from builder.spec.compat import load_compat
+from builder.spec.model import Route, load_spec
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.lock_inputs import lock_inputs, stale_reasons
-from builder.spec import parse_spec
-from builder.target import resolve_targets
+from builder.lock.inputs import lock_inputs, stale_reasons
+from builder.spec.model import parse_spec
+from builder.spec.target import resolve_targets
 
 SPEC = {"name": "team-vision", "python": "3.12", "torch": "2.11", "route": "pip",
         "targets": [{"cuda": "12.9", "route": "conda-forge", "platforms": ["linux-64", "osx-arm64"]}, {"cuda": "cpu"}]}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from builder.cuda_builds import cuda_of, mixed_cuda_builds
-from builder.lockfile import CondaLock, LockedPackage
-from builder.render import render_target
-from builder.spec import parse_spec
-from builder.target import resolve_targets
+from builder.image.render import render_target
+from builder.lock.lockfile import CondaLock, LockedPackage
+from builder.lock.mixed_cuda import cuda_of, mixed_cuda_builds
+from builder.spec.model import parse_spec
+from builder.spec.target import resolve_targets
 
 pytestmark = pytest.mark.unit
 
@@ -90,7 +90,7 @@ def test_one_cuda_build_passes_and_a_cuda_build_on_a_cpu_platform_does_not() -> 
 
 
 def test_the_data_names_every_companion_the_checks_know() -> None:
-    from builder.cuda_builds import load_cuda_builds
+    from builder.spec.cuda_builds import load_cuda_builds
 
     data = load_cuda_builds()
     for route, pins in data.routes.items():

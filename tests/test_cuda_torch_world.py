@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.lockfile import read_lock
-from builder.spec import load_spec
-from builder.target import resolve_targets
+from builder.lock.lockfile import read_lock
+from builder.spec.model import load_spec
+from builder.spec.target import resolve_targets
 from tests.conftest import envbuild
 from tests.world.offline import (
     BUILDER_BASE,

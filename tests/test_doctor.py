@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.doctor import (
+from builder.host.doctor import (
     ARCH_NOT_IN_BUILD,
     FAIL,
     INFO,
@@ -31,9 +31,9 @@ from builder.doctor import (
     diagnose,
     gather_host_facts,
 )
-from builder.gpuinfo import MIB, gpus_from_nvml, rank_by_free_memory
-from builder.spec import load_spec
-from builder.target import Target, resolve_targets
+from builder.host.gpuinfo import MIB, gpus_from_nvml, rank_by_free_memory
+from builder.spec.model import load_spec
+from builder.spec.target import Target, resolve_targets
 from smoke.driver import DriverReading
 from tests.nvidia_replay import needs_no_nvml, nvml_answers, replay_nvidia_smi
 
@@ -45,7 +45,7 @@ ENGINE_UP = EngineFacts(address="unix:///var/run/docker.sock", reachable=True, v
                         runtimes=("io.containerd.runc.v2", "nvidia", "runc"), default_runtime="runc")
 TOOLKIT = {"nvidia-ctk": "NVIDIA Container Toolkit CLI version 1.14.6", "nvidia-container-cli": "cli-version: 1.14.6"}
 
-# NVML answers in the shape builder.gpuinfo.nvml_snapshot() keeps them: older nvidia-ml-py returns
+# NVML answers in the shape builder.host.gpuinfo.nvml_snapshot() keeps them: older nvidia-ml-py returns
 # bytes for names and UUIDs, newer str; a query the GPU does not support is None.
 A100_PAIR = [
     {"index": 0, "name": b"NVIDIA A100-SXM4-40GB", "uuid": b"GPU-5b4c1d2e-8f61-2a3b-9c0d-1e2f3a4b5c6d",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.doctor import ARCH_NOT_IN_BUILD, RUNS, diagnose, gather_host_facts
+from builder.host.doctor import ARCH_NOT_IN_BUILD, RUNS, diagnose, gather_host_facts
 from smoke.driver import read_driver
 from tests.nvidia_replay import answering_nvidia_smi, fake_nvidia_smi, needs_no_nvml
 from tests.test_doctor import by_target, checked, spec_targets
@@ -90,7 +90,7 @@ def test_failure_lines_become_a_fix(capture: str, failure: str, fix_words: str, 
 
 
 def test_nvml_processes_are_reported() -> None:
-    from builder.gpuinfo import processes_from_nvml
+    from builder.host.gpuinfo import processes_from_nvml
 
     snapshot = [{"index": 1, "uuid": b"GPU-9a8b7c6d-5e4f-3a2b-1c0d-e9f8a7b6c5d4",
                  "processes": [{"pid": 31337, "used_memory": 12_000 * 1024 * 1024, "name": b"python3"},

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from builder.cli import cli
-from builder.explain import capability_of, explain_text, load_rules, rule_registry
+from builder.cli.commands import cli
 from builder.findings import Finding
-from builder.gpuinfo import gpus_from_nvml
+from builder.host.explain import capability_of, explain_text, load_rules, rule_registry
+from builder.host.gpuinfo import gpus_from_nvml
 from smoke.driver import DriverReading
 from tests.test_doctor import H100, K80_BOARD, RTX_5090, spec_targets
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from builder.explain import explain_text, rule_registry
+from builder.host.explain import explain_text, rule_registry
 
 pytestmark = pytest.mark.unit
 

@@ -132,7 +132,7 @@ def test_only_containers_of_dead_envbuild_processes_on_this_host_are_reaped() ->
 
 
 def test_a_failed_push_drops_the_registry_tags_it_made() -> None:
-    from builder.image import ImageResult, push_image
+    from builder.image.build import ImageResult, push_image
 
     class Api:
         def __init__(self) -> None:
@@ -156,20 +156,20 @@ def test_a_failed_push_drops_the_registry_tags_it_made() -> None:
 
 
 def test_an_installer_error_is_lifted_out_of_a_coloured_build_log() -> None:
-    from builder.image import BuildLog
+    from builder.image.build import BuildLog
 
     log = BuildLog(lambda line: None)
-    log.feed({"stream": "Step 4/19 : RUN python3 -m builder.install --plan plan.json\n"})
+    log.feed({"stream": "Step 4/19 : RUN python3 -m builder.lock.install --plan plan.json\n"})
     log.feed({"stream": "\x1b[91merror: zlib: cannot download http://x/zlib-1.conda (File not found)\n\x1b[0m"})
     log.feed({"error": "The command '/bin/sh -c python3 ...' returned a non-zero code: 1"})
     assert log.cause() == "zlib: cannot download http://x/zlib-1.conda (File not found)"
 
 
 def test_a_full_disk_said_only_by_the_engine_commit_is_the_cause() -> None:
-    from builder.image import BUILD_CAUSES, BuildLog
+    from builder.image.build import BUILD_CAUSES, BuildLog
 
     log = BuildLog(lambda line: None)
-    log.feed({"stream": "Step 4/17 : RUN python3 -m builder.install --plan plan.json\n"})
+    log.feed({"stream": "Step 4/17 : RUN python3 -m builder.lock.install --plan plan.json\n"})
     log.feed({"stream": "installed 4 conda and 31 pip package(s)\n"})
     # as the world engine said it in CI, committing the 5.8 GB CUDA env layer
     log.feed({"error": "Error processing tar file(exit status 1): write /out/opt/env/lib/libnccl.so.2: "
@@ -194,7 +194,7 @@ def test_ordinary_anchors_are_fine() -> None:
 
 
 def test_an_interrupted_onboard_puts_the_old_env_back_and_drops_its_staging(tmp_path: Path) -> None:
-    from builder.onboard import recover_interrupted
+    from builder.teams.onboard import recover_interrupted
 
     prefix = tmp_path / "env"
     backup = tmp_path / ".env.envbuild-old-pid999999999-env"

@@ -77,7 +77,7 @@ def test_sort_puts_errors_first_and_keeps_rule_order_within_a_severity():
 
 
 def test_doctor_checks_become_shared_findings():
-    from builder.doctor import FAIL, MISSING, OK, HostCheck
+    from builder.host.doctor import FAIL, MISSING, OK, HostCheck
 
     assert HostCheck(FAIL, "archs", "no sm_61 kernels", "use target 12.6").as_finding() == Finding(
         "doctor.archs", Severity.ERROR, "no sm_61 kernels", "use target 12.6", details={"level": FAIL})

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.doctor import ARCH_NOT_IN_BUILD, MINOR_COMPAT, NEEDS_NEWER_DRIVER, NO_GPU, RUNS, gather_host_facts
 from builder.errors import UsageError
-from builder.fleet import (
+from builder.host.doctor import ARCH_NOT_IN_BUILD, MINOR_COMPAT, NEEDS_NEWER_DRIVER, NO_GPU, RUNS, gather_host_facts
+from builder.host.fleet import (
     NATIVE,
     PTX_JIT,
     fleet_matrix,
@@ -28,10 +28,10 @@ from builder.fleet import (
     save_host,
     spec_hosts,
 )
-from builder.gpu_models import capability_of, parse_capability
-from builder.lint import lint_spec
-from builder.spec import load_spec, parse_spec
-from builder.target import resolve_targets
+from builder.init.lint import lint_spec
+from builder.spec.gpus import capability_of, parse_capability
+from builder.spec.model import load_spec, parse_spec
+from builder.spec.target import resolve_targets
 from tests.nvidia_replay import fake_nvidia_smi, needs_no_nvml, replay_nvidia_smi
 
 pytestmark = pytest.mark.unit

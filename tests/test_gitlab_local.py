@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.ci import CiOptions, write_pipeline
-from builder.spec import load_spec
-from builder.target import resolve_targets
+from builder.spec.model import load_spec
+from builder.spec.target import resolve_targets
+from builder.teams.ci import CiOptions, write_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / ".tools" / "node_modules" / ".bin" / "gitlab-ci-local"

@@ -100,7 +100,7 @@ def test_unchanged_rebuild_hits_the_cache_and_keeps_the_env_layer(built, world_e
     assert again.returncode == 0, again.stderr[-3000:]
     result = json.loads(again.stdout)[0]
     assert result["env_layer_digest"] == built["cpu"]["env_layer_digest"]
-    install_step = again.stderr[again.stderr.index("python3 -m builder.install"):]
+    install_step = again.stderr[again.stderr.index("python3 -m builder.lock.install"):]
     assert install_step.splitlines()[1].strip() == "---> Using cache", install_step[:400]
 
 
@@ -195,7 +195,7 @@ def test_ctrl_c_during_a_build_stops_it_tags_nothing_and_leaves_no_container(bui
     seen = []
     for line in process.stderr:  # wait until the installer step runs in its build container
         seen.append(line)
-        if "Running in" in line and any("builder.install" in s for s in seen):
+        if "Running in" in line and any("builder.lock.install" in s for s in seen):
             break
     time.sleep(1)
     process.send_signal(signal.SIGINT)

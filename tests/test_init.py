@@ -9,9 +9,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from builder.cli import cli
+from builder.cli.commands import cli
 from builder.errors import UsageError
-from builder.importer import (
+from builder.init.importer import (
     check_draft,
     cuda_from_build,
     cuda_from_tag,
@@ -21,9 +21,9 @@ from builder.importer import (
     read_environment_data,
     render_spec,
 )
-from builder.lint import lint_spec
-from builder.spec import DEFAULT_CHANNELS, Route, load_spec
-from builder.target import resolve_targets
+from builder.init.lint import lint_spec
+from builder.spec.model import DEFAULT_CHANNELS, Route, load_spec
+from builder.spec.target import resolve_targets
 
 pytestmark = pytest.mark.unit
 
@@ -412,7 +412,7 @@ def test_a_torch_newer_than_the_data_or_a_cuda_it_never_built_is_not_upgraded() 
     ("python=3.10\npytorch=2.1.0\npytorch-cuda=11.8\ntorchvision=0.16.0\n", "pytorch-channel", "11.8"),
 ])
 def test_requirements_files_and_conda_lists_are_read(text: str, route: str, cuda: str) -> None:
-    from builder.import_read import read_requirements_text
+    from builder.init.read import read_requirements_text
 
     draft = draft_from_environment(read_requirements_text(text, "requirements.txt"), "probe")
     check_draft(draft, render_spec(draft))
@@ -420,7 +420,7 @@ def test_requirements_files_and_conda_lists_are_read(text: str, route: str, cuda
 
 
 def test_dockerfile_args_pip_and_conda_lines_are_read() -> None:
-    from builder.import_docker import read_dockerfile_text
+    from builder.init.dockerfile import read_dockerfile_text
 
     text = ("ARG CUDA=12.1\nFROM nvidia/cuda:${CUDA}.1-cudnn8-runtime-ubuntu22.04\n"
             "RUN pip install --no-cache-dir torch==2.3.1 torchvision \\\n    einops && pip install -U pip\n")
@@ -433,7 +433,7 @@ def test_dockerfile_args_pip_and_conda_lines_are_read() -> None:
 
 
 def test_a_foreign_conda_lock_of_any_version_names_its_torch_build() -> None:
-    from builder.import_read import read_conda_lock_data
+    from builder.init.read import read_conda_lock_data
 
     def record(name: str, version: str, build: str, channel: str = "conda-forge", manager: str = "conda") -> dict:
         return {"name": name, "version": version, "manager": manager, "platform": "linux-64",
@@ -456,7 +456,7 @@ def test_a_foreign_conda_lock_of_any_version_names_its_torch_build() -> None:
 
 
 def test_a_multi_stage_dockerfile_takes_the_cuda_of_its_last_stage() -> None:
-    from builder.import_docker import read_dockerfile_text
+    from builder.init.dockerfile import read_dockerfile_text
 
     text = ("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS build\nRUN make\n"
             "FROM nvidia/cuda:12.1.1-runtime-ubuntu22.04\nRUN pip install torch==2.3.1\n")
@@ -469,7 +469,7 @@ def test_a_multi_stage_dockerfile_takes_the_cuda_of_its_last_stage() -> None:
     ('einops; sys_platform == "darwin"\ntorch==2.5.1\n', "dropped", "is false on Linux"),
 ])
 def test_markers_that_linux_cannot_settle_are_not_guessed(text: str, outcome: str, reason: str) -> None:
-    from builder.import_read import read_requirements_text
+    from builder.init.read import read_requirements_text
 
     reading = read_requirements_text(text, "requirements.txt")
     entry = text.splitlines()[0]
@@ -477,7 +477,7 @@ def test_markers_that_linux_cannot_settle_are_not_guessed(text: str, outcome: st
 
 
 def test_torch_from_a_url_is_refused_with_what_to_write() -> None:
-    from builder.import_read import read_requirements_text
+    from builder.init.read import read_requirements_text
 
     with pytest.raises(UsageError, match="takes torch from a URL; pin it by version"):
         read_requirements_text("torch @ https://download.pytorch.org/whl/cu121/torch-2.3.1.whl\n", "requirements.txt")
@@ -497,7 +497,7 @@ def test_torch_from_a_url_is_refused_with_what_to_write() -> None:
 ])
 def test_odd_inputs_give_a_spec_or_one_line_never_a_traceback(tmp_path: Path, name: str, text: str) -> None:
     from builder.errors import EnvbuildError
-    from builder.lint import lint_path
+    from builder.init.lint import lint_path
 
     source = tmp_path / name
     source.write_text(text, encoding="utf-8")

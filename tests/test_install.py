@@ -1,4 +1,4 @@
-"""builder.install: the verified installer of one platform of a conda-lock.yml.
+"""builder.lock.install: the verified installer of one platform of a conda-lock.yml.
 
 Locks here are written by hand from a channel made with tests/world/channel/packages.py (conda-lock itself runs in
 tests/test_solver_shim.py). Every rattler call runs in a child process that prints one JSON line and
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 PLACEHOLDER = "/opt/anaconda1anaconda2anaconda3"
 PLATFORM = "linux-64"
 
-# Runs one builder.install function in a child process: argv[1] is a JSON call, the last stdout line
+# Runs one builder.lock.install function in a child process: argv[1] is a JSON call, the last stdout line
 # is {"result": ...} or {"error": "...", "type": "..."}.
 _DRIVER = textwrap.dedent(
     """
@@ -36,7 +36,7 @@ _DRIVER = textwrap.dedent(
     from pathlib import Path
     call = json.loads(sys.argv[1])
     try:
-        import builder.install as inst
+        import builder.lock.install as inst
         kwargs = {k: (Path(v) if k in ("staging", "cache_dir") and v else v) for k, v in call["kwargs"].items()}
         if call["function"] == "install_lock":
             result = inst.install_lock(Path(call["lockfile"]), call["platform"], Path(call["prefix"]), **kwargs)
@@ -412,12 +412,14 @@ def test_export_platform_plan_lists_urls_and_hashes(tmp_path: Path, lockfile: Pa
 
 
 def _isolated_tree(tmp_path: Path) -> tuple[Path, Path]:
-    """What an image's builder stage holds: builder/__init__.py + builder/install.py, and rattler."""
+    """What an image's builder stage holds: the files the build context copies, and rattler."""
     import importlib.util
 
+    from builder.lock.install import RUNS_ALONE_WITH
+
     src = tmp_path / "stage/src/builder"
-    src.mkdir(parents=True)
-    for name in ("__init__.py", "install.py"):
+    for name in RUNS_ALONE_WITH:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / "builder" / name, src / name)
     spec = importlib.util.find_spec("rattler")
     assert spec is not None and spec.submodule_search_locations
@@ -436,7 +438,7 @@ def test_the_plan_entry_point_runs_with_only_the_standard_library_and_rattler(tm
     # -I: no PYTHONPATH, no user or venv site-packages; the path holds the copied module and rattler only.
     launcher = (
         "import sys; sys.path[:0] = [sys.argv.pop(1), sys.argv.pop(1)]; import runpy; "
-        "runpy.run_module('builder.install', run_name='__main__', alter_sys=True)"
+        "runpy.run_module('builder.lock.install', run_name='__main__', alter_sys=True)"
     )
     staging, final = tmp_path / "out/opt/env", tmp_path / "final/opt/env"
     done = subprocess.run(
@@ -444,8 +446,9 @@ def test_the_plan_entry_point_runs_with_only_the_standard_library_and_rattler(tm
          "--staging", str(staging), "--json"],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
     )  # fmt: skip
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert lines, done.stdout[-2000:]
     result = json.loads(lines[-1])
     assert result["conda_packages"] == 3 and result["root"] == str(staging)
     assert (staging / "bin/hello").read_text() == f"#!/bin/sh\necho {final}\n"
@@ -462,7 +465,7 @@ def test_the_plan_entry_point_runs_with_only_the_standard_library_and_rattler(tm
 @pytest.mark.unit
 def test_importing_the_installer_pulls_in_no_host_only_library() -> None:
     code = (
-        "import os, sys; import builder.install; "
+        "import os, sys; import builder.lock.install; "
         "print(sorted(m for m in ('yaml', 'pydantic', 'click', 'conda_lock', 'builder.errors') if m in sys.modules)); "
         "sys.stdout.flush(); os._exit(0)"
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import UsageError
-from builder.install_source import (
+from builder.teams.install_source import (
     checked_install_from,
     git_checkout_source,
     install_source_from,

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from builder.cli import cli
+from builder.cli.commands import cli
 from builder.errors import UsageError
-from builder.k8s import job_name, parse_images
+from builder.teams.k8s import job_name, parse_images
 from smoke.cli import build_parser
 
 pytestmark = pytest.mark.unit

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from builder.cli import cli
+from builder.cli.commands import cli
 from builder.findings import Severity
-from builder.import_read import read_conda_lock_data, read_environment_data, read_requirements_text
-from builder.lint import LINT, lint_path, lint_reading, lint_spec
-from builder.spec import parse_spec
+from builder.init.lint import LINT, lint_path, lint_reading, lint_spec
+from builder.init.read import read_conda_lock_data, read_environment_data, read_requirements_text
+from builder.spec.model import parse_spec
 
 pytestmark = pytest.mark.unit
 
@@ -207,7 +207,7 @@ def test_lint_on_a_spec_still_exits_one_on_an_error(tmp_path: Path) -> None:
 
 
 def test_dockerfile_base_images_without_a_digest_warn_once_each() -> None:
-    from builder.import_docker import read_dockerfile_text
+    from builder.init.dockerfile import read_dockerfile_text
 
     text = ("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS build\nRUN make\nFROM build AS test\n"
             "FROM python:3.12-slim@sha256:" + "c" * 64 + "\nRUN pip install torch==2.5.1\n")

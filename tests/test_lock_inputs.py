@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 import builder
-import builder.render
-from builder.lock import INFO_FILE, LOCK_FILE, LockInfo, check_targets, lock_status
-from builder.lock_inputs import lock_inputs, stale_reasons
-from builder.spec import parse_spec
-from builder.target import Sources, resolve_targets, with_images
+import builder.lock.environment
+from builder.lock.inputs import lock_inputs, stale_reasons
+from builder.lock.targets import INFO_FILE, LOCK_FILE, LockInfo, check_targets, lock_status
+from builder.spec.model import parse_spec
+from builder.spec.target import Sources, resolve_targets, with_images
 
 pytestmark = pytest.mark.unit
 
@@ -57,11 +57,11 @@ def test_removing_another_target_keeps_the_hash() -> None:
 
 def test_envbuild_version_bump_keeps_the_hash(monkeypatch) -> None:
     before = lock_inputs(target())
-    header_before = before.environment_yml
+    header_before = before.conda_environment_yml
     monkeypatch.setattr(builder, "__version__", "0.1.1")
-    monkeypatch.setattr(builder.render, "__version__", "0.1.1")
+    monkeypatch.setattr(builder.lock.environment, "__version__", "0.1.1")
     after = lock_inputs(target())
-    assert "0.1.1" in after.environment_yml and "0.1.1" not in header_before  # the header moved
+    assert "0.1.1" in after.conda_environment_yml and "0.1.1" not in header_before  # the header moved
     assert before.input_hash == after.input_hash
 
 

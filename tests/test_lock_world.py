@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.lockfile import CondaLock, read_lock
+from builder.lock.lockfile import CondaLock, read_lock
 from tests.world.offline import CHANNEL, PIP_INDEX, ROOT, WORLD
 
 pytestmark = pytest.mark.world
@@ -269,7 +269,7 @@ def test_lock_stays_fresh_for_edits_the_solve_does_not_read_and_says_why_it_is_s
     spec.write_text(spec.read_text().replace("description: first", "description: second")
                     .replace(", {cuda: cpu}", ""))
     bumped = (sys.executable, "-c", "import builder, sys; builder.__version__ = '0.1.1'; "
-              "from builder.cli import cli; sys.argv[0] = 'envbuild'; cli()")
+              "from builder.cli.commands import cli; sys.argv[0] = 'envbuild'; cli()")
     for prefix in ((), bumped):
         code, results = _check_json(spec, locks, python_prefix=prefix)
         assert code == 0 and results["cuda12.9"]["status"] == "fresh", results

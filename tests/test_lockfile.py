@@ -1,4 +1,4 @@
-"""One lockfile model: every stage reads conda-lock.yml through builder.lockfile, with one set of messages."""
+"""One lockfile model: every stage reads conda-lock.yml through builder.lock.lockfile, with one set of messages."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.context import make_context
 from builder.errors import EnvbuildError
-from builder.install import export_platform_plan
-from builder.lockfile import read_lock
-from builder.spec import load_spec
-from builder.target import resolve_targets
+from builder.image.context import make_context
+from builder.lock.install import export_platform_plan
+from builder.lock.lockfile import read_lock
+from builder.spec.model import load_spec
+from builder.spec.target import resolve_targets
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from builder.gpuinfo import nvml_snapshot
+from builder.host.gpuinfo import nvml_snapshot
 from smoke.driver import read_driver
 from smoke.nvml import nvml_answers, nvml_session
 

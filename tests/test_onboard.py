@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.doctor import MINOR_COMPAT, NEEDS_NEWER_DRIVER, NO_GPU, RUNS
 from builder.errors import EnvbuildError, UsageError
-from builder.onboard import (
+from builder.host.doctor import MINOR_COMPAT, NEEDS_NEWER_DRIVER, NO_GPU, RUNS
+from builder.spec.model import load_spec
+from builder.spec.target import resolve_targets
+from builder.teams.onboard import (
     MARKER,
     EnvMarker,
     choose_prefix,
@@ -31,8 +33,6 @@ from builder.onboard import (
     prefix_status,
     register_kernel,
 )
-from builder.spec import load_spec
-from builder.target import resolve_targets
 from tests.conftest import ROOT, WORLD_CHANNEL, envbuild
 from tests.test_doctor import A100_PAIR, H100, host
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.render import render_target
-from builder.spec import load_spec
-from builder.target import resolve_targets
+from builder.image.render import render_target
+from builder.spec.model import load_spec
+from builder.spec.target import resolve_targets
 from tests.host_ca import host_ca_certificate
 
 ROOT = Path(__file__).resolve().parent.parent

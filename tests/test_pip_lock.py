@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from builder.errors import EnvbuildError
-from builder.lock_inputs import lock_inputs
-from builder.pip_lock import (
+from builder.lock.inputs import lock_inputs
+from builder.lock.pip_part import (
     PipPart,
     PipResolveError,
     provided_by_conda,
@@ -17,8 +17,8 @@ from builder.pip_lock import (
     uv_explanation,
     uv_platform,
 )
-from builder.spec import parse_spec
-from builder.target import Sources, resolve_targets
+from builder.spec.model import parse_spec
+from builder.spec.target import Sources, resolve_targets
 
 pytestmark = pytest.mark.unit
 
@@ -119,7 +119,7 @@ def test_a_missing_uv_is_one_line_that_says_what_to_do(monkeypatch: pytest.Monke
 
     import uv
 
-    from builder import pip_lock
+    from builder.lock import pip_part as pip_lock
 
     def not_found() -> str:
         raise FileNotFoundError("uv not found")  # what uv's UvNotFound is

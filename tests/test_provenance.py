@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.provenance import DIRTY_LABEL, REVISION_LABEL, SOURCE_LABEL, source_labels, strip_credentials
+from builder.image.provenance import DIRTY_LABEL, REVISION_LABEL, SOURCE_LABEL, source_labels, strip_credentials
 
 pytestmark = pytest.mark.unit
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from builder.errors import EnvbuildError, UsageError
-from builder.render import render_target, render_to
-from builder.spec import load_spec, parse_spec
-from builder.target import resolve_targets
+from builder.image.render import render_target, render_to
+from builder.spec.model import load_spec, parse_spec
+from builder.spec.target import resolve_targets
 from builder.templates import docker_str
 from tests.host_ca import host_ca_certificate
 
@@ -136,7 +136,7 @@ def test_render_is_atomic(tmp_path: Path, monkeypatch) -> None:
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("builder.render.shutil.copytree", broken)
+    monkeypatch.setattr("builder.image.render.shutil.copytree", broken)
     with pytest.raises(EnvbuildError, match="disk full"):
         render_to(rendered, tmp_path / "ctx")
     assert (out / "Dockerfile").read_text() == before

@@ -42,7 +42,7 @@ def test_docker_build_of_the_rendered_folder_works(docker_world, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["buildable"] is True
     context = tmp_path / "ctx"
-    for part in ("Dockerfile", ".dockerignore", "envbuild/plan.json", "envbuild/installer/builder/install.py"):
+    for part in ("Dockerfile", ".dockerignore", "envbuild/plan.json", "envbuild/installer/builder/lock/install.py"):
         assert (context / part).is_file(), part
     tag = f"{name}:rendered"
     try:

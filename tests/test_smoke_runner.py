@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from builder.errors import UsageError
-from builder.image import remote_reference
-from builder.smoke_runner import GpuRequest, container_options
+from builder.image.build import remote_reference
+from builder.image.smoke_run import GpuRequest, container_options
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +41,7 @@ def test_push_and_pull_name_an_image_the_same_way() -> None:
 
 def test_the_host_reads_the_suites_own_report_model() -> None:
     from builder.errors import EnvbuildError
-    from builder.smoke_runner import SmokeRun
+    from builder.image.smoke_run import SmokeRun
     from smoke.report import CheckResult, SmokeReport
 
     written = SmokeReport([CheckResult("env.import_torch", "passed", "torch 2.13.0 imports", 2.5),

@@ -235,7 +235,7 @@ def test_cuda_expectation_rejects_nonsense(text: str) -> None:
 @pytest.fixture(scope="module")
 def shipped_pairs() -> dict[str, str]:
     """The pairing table envbuild writes into every copy of the suite, from its compatibility data."""
-    smoke_data = pytest.importorskip("builder.smoke_data")
+    smoke_data = pytest.importorskip("builder.image.smoke_data")
     return smoke_data.smoke_data()["torchvision_pairs"]
 
 
@@ -248,7 +248,7 @@ def test_torchvision_pairing_from_the_shipped_data(shipped_pairs, torch_version:
 
 
 def test_shipped_pairing_is_the_compat_data_row_by_row(shipped_pairs) -> None:
-    compat = pytest.importorskip("builder.compat")
+    compat = pytest.importorskip("builder.spec.compat")
     rows = compat.load_compat().releases()
     assert rows and len(shipped_pairs) == len(rows)
     for row in rows:

@@ -270,8 +270,8 @@ def test_arch_flags_skip_on_a_cpu_build() -> None:
 ])
 def test_arch_flags_against_the_data(monkeypatch: pytest.MonkeyPatch, built: str, status: str, words: str) -> None:
     # What a CUDA build's torch._C reports without a GPU, against the list compat.yaml gives torch 2.13 cu130
-    from builder.compat import load_compat
-    from builder.spec import Route
+    from builder.spec.compat import load_compat
+    from builder.spec.model import Route
 
     expected = tuple(load_compat().torch["2.13"].archs_for(Route.PIP, "13.0"))
     monkeypatch.setattr(torch.version, "cuda", "13.0")
@@ -295,7 +295,7 @@ def test_cli_expect_archs_from_the_environment_and_refused_when_malformed() -> N
     ("2.13.0+cpu", "0.29.1", False), ("2.14.1", "0.15.2", False), ("9.0.0", "1.0.0", True),
 ])
 def test_torchvision_pairing_verdict(torch_version: str, torchvision: str, ok: bool) -> None:
-    from builder.smoke_data import smoke_data
+    from builder.image.smoke_data import smoke_data
     from smoke.checks.torchvision_checks import pairing_verdict
 
     verdict_ok, message = pairing_verdict(torch_version, torchvision, smoke_data()["torchvision_pairs"])

@@ -658,7 +658,7 @@ def test_the_service_answers_a_solve_with_the_bytes_the_shim_would_print(tmp_pat
     _, url = served
     socket_path = tmp_path / "solver.sock"
     env = _clean_env(tmp_path, ENVBUILD_RATTLER_CACHE=str(tmp_path / "service-cache"))
-    service = subprocess.Popen([sys.executable, "-c", f"from builder.solver_shim import serve; serve({str(socket_path)!r})"],
+    service = subprocess.Popen([sys.executable, "-c", f"from builder.lock.solver_shim import serve; serve({str(socket_path)!r})"],
                                env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -718,18 +718,18 @@ def test_the_shim_forwards_dry_runs_to_the_service_and_answers_itself_without_on
 
 @pytest.mark.unit
 def test_the_console_script_answers_version_and_forwards_without_loading_the_shim(tmp_path: Path) -> None:
-    """The point of builder/solver_client.py: conda-lock's per-lock calls never pay the shim's imports."""
-    from builder.solver_client import version_text
-    from builder.solver_shim import dispatch
+    """The point of builder/lock/solver_client.py: conda-lock's per-lock calls never pay the shim's imports."""
+    from builder.lock.solver_client import version_text
+    from builder.lock.solver_shim import dispatch
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert dispatch(["--version"]) == 0
     assert out.getvalue() == version_text() and version_text().startswith("2.0.8\n")
-    probe = ("import sys; import builder.solver_client as client; "
+    probe = ("import sys; import builder.lock.solver_client as client; "
              "sys.argv = ['envbuild-micromamba', '--version']; client.main(); "
              "client.forward_to_service(['create', '--dry-run']); "
-             "print('shim loaded' if 'builder.solver_shim' in sys.modules else 'shim not loaded')")
+             "print('shim loaded' if 'builder.lock.solver_shim' in sys.modules else 'shim not loaded')")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                           env=_clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(tmp_path / "gone.sock")))
     assert done.stdout == version_text() + "shim not loaded\n", done.stderr

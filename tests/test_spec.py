@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from builder.errors import UsageError
-from builder.spec import Route, load_spec, parse_spec
+from builder.spec.model import Route, load_spec, parse_spec
 
 pytestmark = pytest.mark.unit
 

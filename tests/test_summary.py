@@ -11,13 +11,13 @@ from xml.etree import ElementTree
 
 import pytest
 
-from builder.image import ImageResult
-from builder.lock import LockResult
-from builder.matrix import MatrixRow, run_matrix
+from builder.image.build import ImageResult
+from builder.lock.targets import LockResult
 from builder.reports import write_junit
-from builder.spec import load_spec
-from builder.summary import markdown_summary, read_report
-from builder.target import resolve_targets
+from builder.spec.model import load_spec
+from builder.spec.target import resolve_targets
+from builder.teams.matrix import MatrixRow, run_matrix
+from builder.teams.summary import markdown_summary, read_report
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parent.parent

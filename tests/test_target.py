@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from builder.errors import UsageError
-from builder.spec import load_spec, parse_spec
-from builder.target import Sources, resolve_targets, with_images
+from builder.spec.model import load_spec, parse_spec
+from builder.spec.target import Sources, resolve_targets, with_images
 
 pytestmark = pytest.mark.unit
 
@@ -115,7 +115,7 @@ def test_a_target_that_changes_route_gets_that_routes_channels() -> None:
 
 
 def test_image_only_spec_fields_do_not_change_the_lock_inputs() -> None:
-    from builder.lock import lock_inputs
+    from builder.lock.targets import lock_inputs
 
     base = spec(images={"runtime": {"image": "ubuntu:24.04"}})
     same_glibc = spec(images={"runtime": {"image": "ubuntu:24.04"}, "builder": {"image": "python:3.13-slim"}},
@@ -130,8 +130,8 @@ def test_the_target_carries_every_source_decision() -> None:
     # --pip-index is decided once, in the Target: render and the lock inputs read it from there.
     import inspect
 
-    from builder.lock_inputs import lock_inputs
-    from builder.render import render_target
+    from builder.image.render import render_target
+    from builder.lock.inputs import lock_inputs
 
     wheels = spec(route="pip", targets=[{"cuda": "12.6", "platforms": ["linux-64"]}])
     public = resolve_targets(wheels)[0]

@@ -83,9 +83,9 @@ def with_closed_channel(ws: Workspace) -> None:
 def with_looking_fresh_lock(content: bytes):
     """A lockfile whose info matches the spec's inputs but whose bytes are `content` (corrupted)."""
     def setup(ws: Workspace) -> None:
-        from builder.lock import INFO_FILE, LOCK_FILE, lock_inputs
-        from builder.spec import load_spec
-        from builder.target import resolve_targets
+        from builder.lock.targets import INFO_FILE, LOCK_FILE, lock_inputs
+        from builder.spec.model import load_spec
+        from builder.spec.target import resolve_targets
 
         spec_file = ws.spec()
         target = resolve_targets(load_spec(spec_file))[0]
@@ -126,8 +126,8 @@ def lock_world(ws: Workspace) -> None:
 
 def with_world_lock_missing_file(ws: Workspace) -> None:
     """A lock whose one conda package URL the channel does not have (as after a mirror dropped it)."""
-    from builder.lock import INFO_FILE, LOCK_FILE
-    from builder.lockfile import lockfile_sha256
+    from builder.lock.lockfile import lockfile_sha256
+    from builder.lock.targets import INFO_FILE, LOCK_FILE
 
     with_world_lock()(ws)
     folder = ws.root / "locks" / "cpu"

@@ -1,0 +1,712 @@
+"""The `envbuild` command: parse arguments, call the library, print. No logic lives here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import cast
+
+import click
+
+from builder import __version__, reports
+from builder.cli.options import (
+    BASE_IMAGE,
+    BUILDER_IMAGE,
+    NETWORK,
+    BuildFlags,
+    ContainerFlags,
+    LockFlags,
+    build_options,
+    container_options_group,
+    lock_options,
+    sources_options,
+)
+from builder.errors import EnvbuildError, UsageError
+from builder.spec.model import load_spec
+from builder.spec.target import Sources, resolve_targets, target_summary
+
+SPEC = click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+CUDA = click.option("--cuda", "cuda", multiple=True, metavar="X.Y|cpu",
+                    help="Only this CUDA target (repeatable); default: every target of the spec.")
+
+
+class EnvbuildGroup(click.Group):
+    """The one place where library errors become an `Error:` line and an exit code (no traceback)."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except EnvbuildError as error:
+            click.echo(f"Error: {error.message}", err=True)
+            ctx.exit(error.exit_code)
+
+
+@click.group(cls=EnvbuildGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="envbuild")
+def cli() -> None:
+    """Reproducible PyTorch-CUDA environments: render, lock, build and smoke-test one image per CUDA target."""
+
+
+@cli.command()
+@SPEC
+@JSON
+def targets(spec: Path, as_json: bool) -> None:
+    """The CUDA targets of SPEC: torch, CUDA, cuDNN, minimum driver, GPU architectures, base images."""
+    from builder.host.fleet import fleet_warnings, spec_hosts
+
+    loaded = load_spec(spec)
+    resolved = resolve_targets(loaded)
+    fleet = fleet_warnings(resolved, spec_hosts(loaded))
+    rows = [target_summary(t) for t in resolved]
+    if as_json:
+        reports.print_json([{**row, "fleet_warnings": [w for w in fleet if w.startswith(f"target {row['target']} ")]}
+                            for row in rows])
+        return
+    reports.print_table(
+        f"{resolved[0].name}: CUDA targets",
+        ["target", "torch", "torchvision", "python", "route", "cuDNN", "min driver", "full driver",
+         "GPU archs", "runtime image", "nvidia/cuda image"],
+        [[r["target"], r["torch"], r["torchvision"], r["python"], r["route"], r["cudnn"],
+          r["min_driver"], r["full_compat_driver"], r["archs"], r["runtime_image"], r["nvidia_cuda_image"]]
+         for r in rows],
+    )
+    for warning in dict.fromkeys([*(w for t in resolved for w in t.warnings), *fleet]):
+        click.echo(f"warning: {warning}", err=True)
+
+
+@cli.command()
+@click.argument("path", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--rules", "list_rules", is_flag=True, help="List the rules (id and what each checks) and exit.")
+@click.option("--rule", "only", multiple=True, metavar="ID", help="Run only this rule (repeatable).")
+@JSON
+def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bool) -> None:
+    """Check PATH, a spec or an environment file you have (environment.yml, requirements.txt,
+    conda-lock.yml, Dockerfile); exit 1 when an error is found."""
+    from builder.errors import UsageError
+    from builder.findings import findings_to_json
+    from builder.init.lint import LINT, lint_path
+
+    if list_rules:
+        rules = [{"rule": rule.id, "summary": rule.summary} for rule in LINT]
+        if as_json:
+            reports.print_json(rules)
+        else:
+            reports.print_table("lint rules", ["rule", "checks"], [[r["rule"], r["summary"]] for r in rules])
+        return
+    if path is None:
+        raise UsageError("envbuild lint needs a PATH (a spec or an environment file), or --rules")
+    unknown = [rule for rule in only if rule not in LINT]
+    if unknown:
+        raise UsageError(f"--rule {unknown[0]}: no such rule; `envbuild lint --rules` lists them")
+    findings = lint_path(path, only)
+    if as_json:
+        click.echo(findings_to_json(findings, path=str(path)))
+    else:
+        for finding in findings:
+            click.echo(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
+                       + (f" (fix: {finding.fix})" if finding.fix else ""))
+        if not findings:
+            click.echo(f"{path}: no findings")
+    if any(f.is_error for f in findings):
+        raise SystemExit(1)
+
+
+@cli.command()
+@SPEC
+@CUDA
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
+@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder of the locks (default: <spec folder>/<env>/locks).")
+@click.option("--platform", "image_platform", default="linux/amd64", show_default=True,
+              help="Image platform whose locked packages the build context installs.")
+@sources_options
+@JSON
+def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path | None, image_platform: str,
+           sources: Sources, as_json: bool) -> None:
+    """Write each target's build context (Dockerfile, install plan from its lock, installer, smoke suite).
+
+    `docker build OUT` builds it with any engine. Without a fresh lock only environment.yml and the
+    Dockerfile are written. A folder is replaced only when envbuild wrote it and nobody changed it."""
+    from builder.image.context import render_contexts
+
+    written = render_contexts(resolve_targets(load_spec(spec), cuda, sources), out, lock_root=lock_root,
+                              image_platform=image_platform)
+    if as_json:
+        reports.print_json([item.as_dict() for item in written])
+        return
+    for item in written:
+        click.echo(f"{item.target}: {item.path}" + ("" if item.buildable else " (not buildable)"))
+        if item.note:
+            click.echo(f"{item.target}: {item.note}", err=True)
+
+
+@cli.command()
+@SPEC
+@CUDA
+@click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
+              help="Lock only these platforms (repeatable), e.g. linux-64, osx-arm64.")
+@click.option("--check", is_flag=True, help="Solve nothing; exit 1 when any lock is stale or missing.")
+@click.option("--update", multiple=True, metavar="PACKAGE", help="Move this package, keep the rest (repeatable).")
+@click.option("--force", is_flag=True, help="Solve again even when the inputs are unchanged.")
+@click.option("--solver", metavar="PATH",
+              help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's).")
+@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the locks (default: <spec folder>/<env>/locks).")
+@click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: twice the CPU count).")
+@click.option("--timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="Seconds per target.")
+@click.option("--base-image", metavar="IMAGE[@DIGEST]",
+              help="Runtime base image in place of the spec's (its glibc becomes __glibc).")
+@sources_options
+@JSON
+def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: bool, update: tuple[str, ...],
+         force: bool, solver: str | None, lock_root: Path | None, jobs: int | None, timeout: float,
+         base_image: str | None, sources: Sources, as_json: bool) -> None:
+    """Lock each CUDA target of SPEC with conda-lock (all its platforms in one conda-lock.yml)."""
+    from builder.lock.targets import check_targets, lock_targets
+    from builder.spec.target import with_images
+
+    env_spec = with_images(load_spec(spec), base_image)
+    resolved = resolve_targets(env_spec, cuda, sources, platforms)
+    if check:
+        results = check_targets(resolved, lock_root=lock_root, solver=solver)
+    else:
+        results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
+                               parallel=jobs, timeout=timeout)
+    if as_json:
+        reports.print_json([r.as_dict() for r in results])
+    else:
+        reports.print_table(
+            f"{resolved[0].name}: locks",
+            ["target", "status", "seconds", "torch per platform", "lockfile"],
+            [[r.target, r.status, f"{r.seconds:.1f}" if r.seconds else "",
+              "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
+        )
+    # On stderr also with --json: a CI log then says what to run, while the JSON goes to a report file.
+    blamed = _first_bad(results, check)
+    for result in results:
+        if result is blamed and result.status != "failed":
+            continue  # said by the Error line below
+        if result.status != "failed" and result.message:
+            click.echo(f"{result.target}: {result.message}" + (f"; {result.hint}" if result.hint else ""), err=True)
+        elif "\n" in result.message:  # the solver's explanation: the Error line below sums it up
+            details = result.message.splitlines()
+            click.echo("\n".join(f"{result.target}: {line}" if i == 0 else f"  {line}"
+                                  for i, line in enumerate(details)), err=True)
+    _raise_for_locks(results, check, spec)
+
+
+def _bad_locks(results, check: bool) -> list:
+    """The targets that failed or, with --check, are not fresh; the Error line names the first."""
+    return [r for r in results if r.status == "failed" or (check and r.status in ("stale", "missing"))]
+
+
+def _first_bad(results, check: bool):
+    return next(iter(_bad_locks(results, check)), None)
+
+
+def _raise_for_locks(results, check: bool, spec: Path) -> None:
+    """One Error line for the first target that failed (or, with --check, is not fresh)."""
+    from builder.lock.targets import failure_line
+
+    bad = _bad_locks(results, check)
+    if not bad:
+        return
+    first = bad[0]
+    more = f" (and {len(bad) - 1} more target(s), see above)" if len(bad) > 1 else ""
+    if first.status == "failed":
+        raise EnvbuildError(f"{first.target}: lock failed: {failure_line(first.message)}{more}")
+    why = first.message or ("no lockfile yet" if first.status == "missing" else "its inputs changed")
+    state = why if why.startswith(first.status) else f"the lock is {first.status} ({why})"
+    fix = first.hint or f"run `envbuild lock {spec}`"
+    raise EnvbuildError(f"{first.target}: {state}; {fix}{more}")
+
+
+@cli.command()
+@SPEC
+@CUDA
+@click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
+@click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
+@click.option("--source", metavar="URL", help="org.opencontainers.image.source (default: the spec's git remote).")
+@click.option("--revision", metavar="REV", help="org.opencontainers.image.revision (default: the spec's git HEAD).")
+@build_options
+@lock_options
+@sources_options
+@JSON
+def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, source: str | None,
+          revision: str | None, build: BuildFlags, locks: LockFlags, sources: Sources, as_json: bool) -> None:
+    """Build one PyTorch-CUDA image per target through the Docker SDK."""
+    from builder.image.pipeline import build_target_image
+    from builder.image.progress import build_progress
+
+    if not cuda and not all_targets:
+        raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
+    resolved = resolve_targets(build.spec(spec), () if all_targets else cuda, sources)
+    engine = build.engine_for(spec, source, revision)
+    results = []
+    for target in resolved:
+        with build_progress(target.tag) as echo:
+            results.append(build_target_image(
+                target, lock_root=locks.lock_root, options=engine, relock=not locks.frozen,
+                solver=locks.solver, push=push, echo=echo))
+    if as_json:
+        reports.print_json([r.as_dict() for r in results])
+        return
+    reports.print_table(
+        f"{resolved[0].name}: images",
+        ["target", "tags", "size", "env layer", "seconds", "pushed"],
+        [[r.target, " ".join(r.tags), reports.human_size(r.size),
+          reports.human_size(r.env_layer_size), f"{r.seconds:.0f}", " ".join(r.pushed)] for r in results],
+    )
+
+
+@cli.command()
+@SPEC
+@JSON
+def images(spec: Path, as_json: bool) -> None:
+    """The images envbuild built for SPEC: tags, sizes, the lock each came from."""
+    from builder.image.build import list_images
+
+    rows = list_images(load_spec(spec).name)
+    if as_json:
+        reports.print_json(rows)
+        return
+    reports.print_table(
+        "images", ["target", "torch", "cuda", "tags", "size", "lock", "created"],
+        [[r["target"], r["torch"], r["cuda"], " ".join(r["tags"]), reports.human_size(r["size"]),
+          r["lock_hash"][:12], r["created"]] for r in rows],
+    )
+
+
+@cli.command()
+@click.argument("image_name", metavar="IMAGE", required=False)
+@click.option("--local", is_flag=True, help="Run the suite in this Python instead of a container.")
+@click.option("--expect-torch", metavar="VER", help="Default: the image's io.envbuild.torch label.")
+@click.option("--expect-cuda", metavar="X.Y|cpu", help="Default: the image's io.envbuild.cuda label.")
+@click.option("--only", metavar="NAME,...", help="Run only these checks.")
+@container_options_group
+@JSON
+def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_cuda: str | None, only: str | None,
+          smoke_container: ContainerFlags, as_json: bool) -> None:
+    """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
+    from builder.image.smoke_run import image_expectations, run_in_image, run_local
+
+    flags = smoke_container
+    if local == bool(image_name):
+        raise UsageError("give an IMAGE to test, or --local for this Python")
+    if local or image_name is None:
+        report = run_local(flags.require_gpus, expect_torch, expect_cuda, only, flags.timeout)
+        title = "smoke: this Python"
+    else:
+        container = flags.container()
+        labelled_torch, labelled_cuda = image_expectations(image_name)
+        report = run_in_image(image_name, container=container, require_gpus=flags.require_gpus,
+                              expect_torch=expect_torch or labelled_torch,
+                              expect_cuda=expect_cuda or labelled_cuda, only=only, timeout=flags.timeout)
+        title = f"smoke: {image_name}"
+    if as_json:
+        reports.print_json(report.as_dict())
+    else:
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
+        reports.print_table(title, report.TABLE_COLUMNS, report.table_rows())
+        click.echo(report.summary_line())
+    if flags.junit:  # after the results are out: a report that cannot be written does not hide them
+        reports.write_junit(flags.junit, "envbuild.smoke", report.checks)
+    if report.failed:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("spec", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--save", "save_to", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also record this host (driver, GPUs, capabilities) in FILE for a spec's `fleet:` or --fleet.")
+@click.option("--fleet", "fleet_files", multiple=True, type=click.Path(exists=True, path_type=Path),
+              metavar="FILE|DIR", help="Judge SPEC's targets on these recorded hosts (and the spec's `fleet:`) "
+                                       "instead of this host; repeatable. Exit 1 when no target runs on one.")
+@JSON
+def doctor(spec: Path | None, save_to: Path | None, fleet_files: tuple[Path, ...], as_json: bool) -> None:
+    """This host for envbuild: OS, Python, Docker engine, NVIDIA toolkit, driver, GPUs; with SPEC, whether
+    each CUDA target runs here. Exit 1 only when a target cannot run on this host's GPUs."""
+    from builder.host.doctor import diagnose, gather_host_facts
+
+    if fleet_files:
+        _fleet_doctor(spec, fleet_files, as_json)
+        return
+    resolved = resolve_targets(load_spec(spec)) if spec else []
+    facts = gather_host_facts()
+    if save_to is not None:
+        from builder.host.fleet import save_host
+
+        save_host(facts, save_to)
+        click.echo(f"recorded this host in {save_to}", err=True)
+    report = diagnose(facts, resolved)
+    if as_json:
+        reports.print_json(report.as_dict())
+    else:
+        reports.print_table("host", ["fact", "value"], report.host_rows())
+        if report.host.gpus:
+            reports.print_table("GPUs, most free memory first",
+                                ["index", "name", "arch", "free", "total", "util", "UUID / bus"], report.gpu_rows())
+        if report.process_rows():
+            reports.print_table("GPU processes", ["GPU", "PID", "name", "memory"], report.process_rows())
+        problems = report.problem_rows()
+        if problems:
+            reports.print_table("problems", ["level", "what", "problem", "fix"], problems)
+        if resolved:
+            reports.print_table(f"{resolved[0].name}: targets on this host",
+                                ["target", "torch", "CUDA", "route", "verdict", "why", "fix"], report.target_rows())
+    if report.cannot_run:
+        raise SystemExit(1)
+
+
+def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> None:
+    from builder.host.fleet import fleet_matrix, host_paths, load_host, spec_hosts
+
+    if spec is None:
+        raise UsageError("--fleet needs SPEC: the targets to judge on the recorded hosts")
+    loaded = load_spec(spec)
+    hosts = [*spec_hosts(loaded), *(load_host(path) for path in host_paths(files))]
+    matrix = fleet_matrix(resolve_targets(loaded), hosts)
+    if as_json:
+        reports.print_json(matrix.as_dict())
+    else:
+        reports.print_table(f"{loaded.name}: targets on the fleet (* = the fewest targets that cover it)",
+                            ["target", *(h.name for h in matrix.hosts)], matrix.table_rows())
+        if matrix.fix_rows():
+            reports.print_table("what does not run, and the fix", ["target", "host", "why", "fix"], matrix.fix_rows())
+        click.echo(f"cover: {', '.join(matrix.cover) or 'none'}")
+    if matrix.uncovered:
+        raise SystemExit(1)
+
+
+@cli.command("explain")
+@click.argument("log", type=click.File("rb"), metavar="FILE|-")
+@click.option("--spec", "spec", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Name this spec's targets in the fixes.")
+@click.option("--no-host", is_flag=True, help="Do not read this host's driver and GPUs (explain a log from elsewhere).")
+@JSON
+def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
+    """Read an error log (pip, conda, CUDA, PyTorch, NCCL; FILE or - for stdin) and say what happened, why,
+    and the fix. Exit 0 when something was recognised, 1 when not."""
+    from builder.host.explain import explain_text
+    from builder.host.gpuinfo import read_host_gpus
+
+    driver, gpus, processes = (None, [], []) if no_host else read_host_gpus()
+    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus, processes=processes,
+                          targets=resolve_targets(load_spec(spec)) if spec else ())
+    if as_json:
+        reports.print_json(report.as_dict())
+    else:
+        click.echo("\n".join(report.text_lines()))
+    if not report.recognised:
+        raise SystemExit(1)
+
+
+def _source_name(stream) -> str:
+    name = getattr(stream, "name", None)
+    return name if isinstance(name, str) and not name.startswith("<") else "-"
+
+
+@cli.command("init")
+@click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A file to turn into a spec: environment.yml (hand-written or `conda env export`), "
+                   "requirements.txt, conda-lock.yml or Dockerfile.")
+@click.option("--upgrade", is_flag=True,
+              help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
+                   "supported ones (each change is listed) instead of refusing.")
+@click.option("--name", help="The env name (default: the file's `name:`, else this folder's).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
+@click.option("--force", is_flag=True, help="Replace an existing spec file.")
+@JSON
+def init(source: Path | None, name: str | None, out: Path | None, force: bool, upgrade: bool,
+         as_json: bool) -> None:
+    """Write a spec: from an environment file you have (--from), or a commented starter."""
+    from builder.init.importer import init_spec
+
+    result = init_spec(source, name, out, force, upgrade)
+    if as_json:
+        reports.print_json(result.as_dict())
+    else:
+        spec = result.spec
+        click.echo(f"wrote {result.path}: torch {spec.torch}, route {spec.route.value}, "
+                   f"targets {', '.join(t.key for t in result.targets)}")
+        if result.notes:
+            reports.print_table(f"{result.source}: what envbuild derived, assumed or left out",
+                                ["line", "outcome", "why"],
+                                [[n.entry, n.outcome, n.reason] for n in result.notes])
+        unmapped = result.unmapped
+        click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
+        for finding in result.findings:
+            click.echo(f"{result.path}: {finding.severity}: {finding.rule}: {finding.message}")
+        click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
+    if any(f.is_error for f in result.findings):
+        raise SystemExit(1)
+
+
+@cli.command("summary")
+@click.argument("report_files", metavar="REPORT.json...", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
+@JSON
+def summary(report_files: tuple[Path, ...], as_json: bool) -> None:
+    """The JSON reports of `lock --check`, `image` and `matrix` as Markdown (a CI step summary)."""
+    from builder.teams.summary import markdown_summary, read_report
+
+    read = [read_report(path) for path in report_files]
+    if as_json:
+        reports.print_json([report.as_dict() for report in read])
+    else:
+        click.echo(markdown_summary(read))
+
+
+@cli.command("ci")
+@click.argument("provider", type=click.Choice(["github", "gitlab", "k8s"]))
+@SPEC
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="File to write (default .github/workflows/envbuild-<name>.yml, .gitlab-ci.yml or "
+                   "k8s/envbuild-<name>-smoke.yaml).")
+@click.option("--gpu-runner-labels", metavar="A,B,...",
+              help="Labels (GitHub) or tags (GitLab) of the GPU runners; default self-hosted,linux,gpu / gpu.")
+@click.option("--cpu-runner-labels", metavar="A,B,...",
+              help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
+@click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
+@click.option("--install-from", "--envbuild-requirement", "install_from", metavar="SOURCE",
+              help="Where the jobs pip-install envbuild from: envbuild==X.Y.Z on your index, git+URL@COMMIT, "
+                   "a wheel URL with #sha256=, or a path in the repository (default: where this envbuild "
+                   "came from, else the CI variable ENVBUILD_REQUIREMENT).")
+@click.option("--registry", metavar="REGISTRY/PATH", help="k8s: where the build jobs pushed the images.")
+@click.option("--image", "images", multiple=True, metavar="TARGET=REF",
+              help="k8s: the image a target's Job runs, best by digest (repeatable; default REGISTRY/<tag>).")
+@click.option("--gpu-product", "gpu_products", multiple=True, metavar="LABEL",
+              help="k8s: a GPU class (nvidia.com/gpu.product node label) to test on; one Job each (repeatable).")
+@click.option("--namespace", metavar="NAME", help="k8s: the Jobs' namespace (default: kubectl's).")
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+@JSON
+def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | None, cpu_runner_labels: str | None,
+       require_gpus: int | None, install_from: str | None, registry: str | None, images: tuple[str, ...],
+       gpu_products: tuple[str, ...], namespace: str | None, force: bool, as_json: bool) -> None:
+    """Write a GitHub or GitLab pipeline (lock check, a build per target, GPU and CPU smoke jobs), or
+    Kubernetes Jobs that smoke-test each CUDA target's pushed image on a cluster's GPUs (k8s)."""
+    from builder.errors import UsageError
+    from builder.teams.ci import K8S, CiOptions, Provider, parse_labels, write_k8s_jobs, write_pipeline
+    from builder.teams.k8s import K8sOptions, parse_images
+
+    env_spec = load_spec(spec)
+    given = {"--gpu-runner-labels": gpu_runner_labels, "--cpu-runner-labels": cpu_runner_labels,
+             "--install-from": install_from} if provider == K8S else \
+        {"--registry": registry, "--image": images, "--gpu-product": gpu_products, "--namespace": namespace}
+    misplaced = [name for name, value in given.items() if value]
+    if misplaced:
+        raise UsageError(f"{misplaced[0]} does not apply to `envbuild ci {provider}`")
+    if provider == K8S:
+        manifests = write_k8s_jobs(env_spec, spec, resolve_targets(env_spec), out, K8sOptions(
+            images=parse_images(images), registry=registry, gpu_products=tuple(gpu_products),
+            require_gpus=require_gpus or 1, namespace=namespace), force)
+        if as_json:
+            reports.print_json(manifests.as_dict())
+            return
+        click.echo(f"wrote {manifests.path}: {len(manifests.jobs)} Kubernetes Job(s) for {env_spec.name}")
+        reports.print_table(f"{manifests.path}: jobs", ["job", "target", "GPU product", "image"], [
+            [job.name, job.target, job.gpu_product or "(any)", job.image] for job in manifests.jobs])
+        for note in manifests.notes:
+            click.echo(f"note: {note}", err=True)
+        return
+    options = CiOptions(
+        gpu_runner_labels=parse_labels(gpu_runner_labels, "--gpu-runner-labels"),
+        cpu_runner_labels=parse_labels(cpu_runner_labels, "--cpu-runner-labels"),
+        require_gpus=require_gpus,
+        install_from=install_from,
+    )
+    pipeline = write_pipeline(cast(Provider, provider), env_spec, spec, resolve_targets(env_spec), out, options, force)
+    if as_json:
+        reports.print_json(pipeline.as_dict())
+        return
+    click.echo(f"wrote {pipeline.path}: {provider} pipeline for {env_spec.name}")
+    if pipeline.install.requirement:
+        click.echo(f"jobs install {pipeline.install.requirement} ({pipeline.install.origin})")
+    else:
+        click.echo("jobs install envbuild from the CI variable ENVBUILD_REQUIREMENT: set it to a pinned source, "
+                   "or run again with --install-from")
+    if pipeline.install.note:
+        click.echo(f"note: {pipeline.install.note}", err=True)
+    reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
+        [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
+        for job in pipeline.jobs
+    ])
+
+
+@cli.command()
+@SPEC
+@CUDA
+@build_options
+@lock_options
+@sources_options
+@container_options_group
+@JSON
+def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlags, sources: Sources,
+           smoke_container: ContainerFlags, as_json: bool) -> None:
+    """Lock-check, build and smoke-test every target of SPEC on this host (what a GPU runner runs);
+    exit 1 if anything failed."""
+    from builder.image.progress import build_progress
+    from builder.teams.matrix import run_matrix
+
+    resolved = resolve_targets(build.spec(spec), cuda, sources)
+    flags = smoke_container
+    container = flags.container()
+    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine_for(spec), frozen=locks.frozen,
+                      solver=locks.solver, container=container,
+                      require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
+    if as_json:
+        reports.print_json([row.as_dict() for row in rows])
+    else:
+        reports.print_table(
+            f"{resolved[0].name}: matrix on this host",
+            ["target", "torch", "CUDA", "lock", "image", "size", "passed", "failed", "skipped", "seconds", "result"],
+            [[r.target, r.torch, r.cuda, r.lock, r.image, reports.human_size(r.image_size),
+              r.summary.get("passed", ""), r.summary.get("failed", ""), r.summary.get("skipped", ""),
+              f"{r.seconds:.0f}", r.result] for r in rows],
+        )
+        for row in rows:
+            for note in row.notes:
+                click.echo(f"{row.target}: note: {note}", err=True)
+            if row.error and row is not _first_error(rows):
+                click.echo(f"{row.target}: {row.stage} failed: {row.error}", err=True)
+            for check in row.checks:
+                if check["status"] == "failed":
+                    click.echo(f"{row.target}: {check['name']} failed: {check.get('reason', '')}", err=True)
+    if flags.junit:  # after the results are out: a report that cannot be written does not hide them
+        reports.write_junit(flags.junit, f"envbuild.matrix.{resolved[0].name}",
+                            [case for row in rows for case in row.junit_cases()])
+    failed = _first_error(rows)
+    if failed is not None:
+        raise EnvbuildError(f"{failed.target}: {failed.stage} failed: {failed.error}")
+    if not all(row.ok for row in rows):
+        raise SystemExit(1)
+
+
+def _first_error(rows):
+    return next((row for row in rows if row.error), None)
+
+
+@cli.command()
+@SPEC
+@click.option("--cuda", metavar="X.Y|cpu", help="The target; default: the newest CUDA target this host runs, else cpu.")
+@click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), help="Create the environment here.")
+@click.option("--name", help="Create it as $ENVBUILD_ENVS_DIR/NAME (default folder ~/.envbuild/envs).")
+@click.option("--installer", default="auto", show_default=True, metavar="auto|envbuild|PATH",
+              help="micromamba, mamba or conda to install with "
+                   "(auto: the first on PATH, else envbuild's verified one).")
+@click.option("--kernel-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Jupyter kernels folder; default: <Jupyter data dir>/kernels.")
+@click.option("--no-smoke", is_flag=True, help="Do not run the smoke suite in the new environment.")
+@click.option("--force", is_flag=True, help="Reinstall even when the environment is from the same lock.")
+@click.option("--image", "as_image", is_flag=True, help="Build the target's image instead of a local environment.")
+@click.option("--pull", metavar="REGISTRY", help="With --image: pull REGISTRY/<env>:<tag> instead of building.")
+@BASE_IMAGE
+@BUILDER_IMAGE
+@NETWORK
+@lock_options
+@sources_options
+@JSON
+def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None, installer: str,
+            kernel_dir: Path | None, no_smoke: bool, force: bool, as_image: bool, pull: str | None,
+            base_image: str | None, builder_image: str | None, network: str | None, locks: LockFlags,
+            sources: Sources, as_json: bool) -> None:
+    """A new team member's path: the local environment of SPEC from its lock, a Jupyter kernel, the smoke
+    suite in it, and what to do next (--image: the image and its `docker run` line)."""
+    from builder.image.progress import build_progress
+    from builder.teams import onboard as path
+
+    def echo(line: str) -> None:
+        click.echo(line, err=True)
+
+    from builder.image.build import BuildOptions
+    from builder.spec.target import with_images
+
+    image_only = {"--base-image": base_image, "--builder-image": builder_image, "--network": network}
+    local_only = {"--prefix": prefix, "--name": name, "--kernel-dir": kernel_dir,
+                  "--no-smoke": no_smoke, "--installer": installer != "auto"}
+    misplaced = [flag for flag, value in (local_only if as_image or pull else image_only).items() if value]
+    if misplaced:
+        where = "a local environment, not with --image/--pull" if as_image or pull else "--image builds"
+        raise UsageError(f"{', '.join(misplaced)}: for {where}")
+    env_spec = with_images(load_spec(spec), base_image, builder_image)
+    resolved = resolve_targets(env_spec, (cuda,) if cuda else (), sources)
+    if as_image or pull:
+        image_result = path.onboard_image(resolved, asked=bool(cuda), pull=pull, lock_root=locks.lock_root,
+                                          frozen=locks.frozen, solver=locks.solver,
+                                          options=BuildOptions(network=network), progress=build_progress,
+                                          echo=echo)
+        if as_json:
+            reports.print_json(image_result.as_dict())
+        else:
+            click.echo(f"{image_result.image} ({image_result.how}); run it with:\n  {image_result.run_command}")
+            gpus = " --gpus all" if image_result.cuda else ""
+            click.echo(f"smoke-test it: envbuild smoke {image_result.image}{gpus}")
+        return
+    result = path.onboard(resolved, asked=bool(cuda), prefix=prefix, name=name, installer=installer,
+                          kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force,
+                          lock_root=locks.lock_root, frozen=locks.frozen, solver=locks.solver, echo=echo)
+    if as_json:
+        reports.print_json(result.as_dict())
+    else:
+        runtime = f"CUDA {result.cuda}" if result.cuda else "CPU"
+        click.echo(f"target: {result.target} (torch {result.torch}, {runtime}): {result.reason}")
+        click.echo(f"environment: {result.prefix} ({result.status}, installer: {result.installer}, "
+                   f"lock: {result.lock})")
+        kernel = result.kernel
+        click.echo(f"Jupyter kernel: {kernel.name} \"{kernel.display_name}\" at {kernel.path}"
+                   if kernel is not None and kernel.path else "Jupyter kernel: none (see next)")
+        if result.smoke:
+            reports.print_table(f"smoke: {result.prefix / 'bin' / 'python'}", result.smoke.TABLE_COLUMNS,
+                                result.smoke.table_rows())
+            click.echo(f"smoke: {result.smoke.summary_line()}")
+        click.echo("next:")
+        for step in result.next_steps:
+            click.echo(f"  {step}")
+    if result.failed:
+        raise SystemExit(1)
+
+
+def main() -> None:
+    """The console script: leaves through proc.exit_now (py-rattler can crash in interpreter teardown)."""
+    from builder import proc
+
+    proc.exit_now(run_cli(sys.argv[1:]))
+
+
+def run_cli(args: list[str]) -> int:
+    """Run one command; whatever goes wrong ends in one `Error:` line and an exit code, never a
+    traceback. SIGTERM and SIGHUP unwind like Ctrl-C, so containers and folders are cleaned up."""
+    import errno
+    import os
+
+    from builder import proc
+
+    with proc.signals_as_interrupt():
+        try:
+            result = cli.main(args=args, prog_name="envbuild", standalone_mode=False)
+            return result if isinstance(result, int) else 0
+        except click.exceptions.Abort as exc:
+            signal = exc.__cause__ if isinstance(exc.__cause__, proc.Terminated) else None
+            name = signal.args[0] if signal else "Ctrl-C"
+            click.echo(f"Error: interrupted ({name}); unfinished work was undone, run the command again", err=True)
+            return 128 + signal.signum if signal else 130
+        except click.ClickException as exc:
+            exc.show()
+            return exc.exit_code
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # the reader of our output went away (`| head`)
+                return 1
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"Error: {where}{exc.strerror or exc}; check free disk space and permissions there", err=True)
+            return 1
+        except Exception as exc:  # a bug: still one line, with the way to see more
+            if os.environ.get("ENVBUILD_DEBUG"):
+                raise
+            click.echo(f"Error: internal error: {type(exc).__name__}: {exc}; rerun with ENVBUILD_DEBUG=1 "
+                       "and report the traceback", err=True)
+            return 70

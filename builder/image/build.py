@@ -1,0 +1,343 @@
+"""`envbuild image`: build one image per target through the Docker SDK, tag, label, push.
+
+A build is never tagged until it succeeded, never leaves intermediate containers (rm and forcerm,
+and the containers named in the log are removed after a failure or Ctrl-C), and reports the image
+size next to the size of the layer that holds /opt/env.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from builder.engine import (  # noqa: F401  (re-exported: callers that predate builder.engine)
+    ENGINE_START_FIX,
+    EngineUnreachable,
+    docker_client,
+    engine_address,
+    engine_error,
+    unpullable_base,
+)
+from builder.errors import EnvbuildError, UsageError
+from builder.image.context import BuildContext
+
+LOG_TAIL = 30
+STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+ENV_COPY = re.compile(r"#\(nop\) COPY dir:\S+ in /\s*$")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    build_args: dict[str, str] = field(default_factory=dict)
+    no_cache: bool = False
+    platform: str = "linux/amd64"
+    network: str | None = None  # "host" reaches channels served on the host's loopback
+    pull: bool = False
+    # Labels known only when building (builder/image/provenance.py: source, revision); empty ones are
+    # left out. Set by the engine after the last instruction, so they never invalidate a cached layer.
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def parse_build_args(items: Iterable[str]) -> dict[str, str]:
+    """`--build-arg KEY=VALUE` items as a dict, or a one-line UsageError."""
+    args = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--build-arg {item!r}: write KEY=VALUE")
+        args[key] = value
+    return args
+
+
+@dataclass
+class ImageResult:
+    target: str
+    image_id: str
+    tags: list[str]
+    size: int
+    env_layer_size: int | None
+    env_layer_digest: str | None
+    base_size: int | None
+    seconds: float
+    lock_hash: str
+    pushed: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "target": self.target, "image_id": self.image_id, "tags": self.tags, "size": self.size,
+            "env_layer_size": self.env_layer_size, "env_layer_digest": self.env_layer_digest,
+            "base_size": self.base_size, "seconds": round(self.seconds, 1),
+            "lock_hash": self.lock_hash, "pushed": self.pushed,
+        }
+
+
+def created_timestamp() -> str:
+    """From SOURCE_DATE_EPOCH when set (reproducible builds), else now."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    moment = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch else datetime.now(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def image_tags(context: BuildContext) -> list[str]:
+    target = context.target
+    return [target.tag, f"{target.name}:{context.lock_hash[:12]}"]
+
+
+class BuildLog:
+    """Keeps the current step, the last lines and the containers the builder started."""
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self.echo = echo
+        self.step = ""
+        self.tail: deque[str] = deque(maxlen=LOG_TAIL)
+        self.containers: list[str] = []
+        self.image_id: str | None = None
+        self.error: str | None = None
+        self.step_number = 0
+        self.errors: list[str] = []  # what the failing program itself said went wrong
+
+    def cause(self) -> str | None:
+        return self.errors[-1] if self.errors else None
+
+    def feed(self, chunk: dict) -> None:
+        if "stream" in chunk:
+            # The engine wraps a step's stderr in colour codes (red): strip them before reading it.
+            for line in ANSI.sub("", chunk["stream"]).splitlines():
+                if not line.strip():
+                    continue
+                self.tail.append(line)
+                step = STEP.match(line)
+                if step:
+                    self.step = line
+                    self.step_number = int(step.group(1))
+                    self.errors.clear()
+                said = INSTALLER_ERROR.match(line.strip())
+                if said or "no space left on device" in line.lower():
+                    self.errors.append(" ".join((said.group(1) if said else line).split())[:300])
+                running = RUNNING_IN.match(line)
+                if running:
+                    self.containers.append(running.group(1))
+                self.echo(line)
+        if "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
+            self.image_id = chunk["aux"]["ID"]
+        if "error" in chunk:
+            self.error = chunk.get("errorDetail", {}).get("message") or chunk["error"]
+            self.tail.append(self.error.rstrip())
+            # A full disk is often said only here, by the engine committing a step's layer.
+            if "no space left on device" in self.error.lower():
+                self.errors.append(" ".join(self.error.split())[:300])
+
+
+# A failed step's own words, lifted out of the log, and what to do about them. Checked in order.
+BUILD_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"no space left on device", re.I),
+     "free disk space where the Docker engine keeps its data (`docker system df`), then build again; "
+     "a build holds about three times the installed environment at its peak (the builder stage, its "
+     "commit and the final stage's copy)"),
+    (re.compile(r"sha256|checksum|hash mismatch|does not match", re.I),
+     "the channel serves a different file than the lock names: fix the mirror, or relock with "
+     "`envbuild lock --force`"),
+    (re.compile(r"\b404\b|not found", re.I),
+     "the channel no longer has a locked file: relock with `envbuild lock --force`, or use a mirror that has it"),
+    (re.compile(r"timed out|timeout", re.I), "the channel was too slow: check it, or raise the installer timeout"),
+    (re.compile(r"cannot download|connection|resolve|unreachable", re.I),
+     "the build container cannot reach the channel: try --network host, or a --mirror it can reach"),
+)
+INSTALLER_ERROR = re.compile(r"^(?:envbuild-install: )?error: (.+)$")
+
+
+def build_failure(context: BuildContext, log: BuildLog) -> str:
+    """One line: the step, the failing program's own error (not only "returned a non-zero code"),
+    and a fix; the log's last lines follow only when nothing better was found."""
+    key = context.target.key
+    error = (log.error or "no image produced").strip()
+    images = [context.target.builder_image.reference, context.target.runtime_image.reference]
+    at_from = log.step_number <= 1 or " : FROM " in log.step
+    base = unpullable_base(error, images) if at_from else None
+    if base:
+        return f"{key}: {base}"
+    cause = log.cause()
+    step = log.step if len(log.step) <= 90 else log.step[:87] + "..."
+    step = step or "the start"
+    if cause:
+        fix = next((fix for pattern, fix in BUILD_CAUSES if pattern.search(cause)),
+                   "fix the cause above and build again")
+        return f"{key}: build failed at {step}: {cause}; {fix}"
+    tail = "\n".join(f"  | {line}" for line in log.tail)
+    return (f"{key}: build failed at {step}: {' '.join(error.split())}; see the log lines below\n"
+            f"last {len(log.tail)} log lines:\n{tail}")
+
+
+def _remove_containers(client, ids: Iterable[str]) -> None:
+    for container_id in ids:
+        try:
+            client.api.remove_container(container_id, force=True)
+        except Exception:
+            pass  # already gone: rm/forcerm did it
+
+
+def build_image(
+    context: BuildContext,
+    options: BuildOptions = BuildOptions(),
+    echo: Callable[[str], None] = lambda line: None,
+    client=None,
+) -> ImageResult:
+    client = client or docker_client()
+    started = time.monotonic()
+    log = BuildLog(echo)
+    # The build time, through the API: a line of the Dockerfile would leave a plain `docker build`
+    # of a rendered folder an empty label.
+    labels = {"org.opencontainers.image.created": created_timestamp(), **options.labels}
+    what = f"{context.target.key}: the build"
+    try:
+        stream = client.api.build(
+            path=str(context.root), rm=True, forcerm=True, decode=True, nocache=options.no_cache,
+            buildargs=dict(options.build_args), network_mode=options.network, platform=options.platform,
+            pull=options.pull, labels={key: value for key, value in labels.items() if value},
+        )
+        for chunk in stream:
+            log.feed(chunk)
+    except KeyboardInterrupt:  # Ctrl-C, and SIGTERM through proc.signals_as_interrupt
+        _remove_containers(client, log.containers)
+        raise EnvbuildError(f"{context.target.key}: build interrupted; nothing was tagged") from None
+    except EnvbuildError:
+        raise
+    except Exception as exc:
+        _remove_containers(client, log.containers)
+        raise engine_error(exc, what) from None
+    if log.error or not log.image_id:
+        _remove_containers(client, log.containers)
+        raise EnvbuildError(build_failure(context, log))
+    tags = image_tags(context)
+    replaced = {_image_id(client, tag) for tag in tags} - {None, log.image_id}
+    for tag in tags:
+        repository, _, name = tag.rpartition(":")
+        client.api.tag(log.image_id, repository, name)
+    _drop_untagged(client, replaced)
+    result = inspect_result(client, context, log.image_id, tags)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _image_id(client, reference: str) -> str | None:
+    try:
+        return client.api.inspect_image(reference)["Id"]
+    except Exception:
+        return None
+
+
+def _drop_untagged(client, image_ids: Iterable[str]) -> None:
+    """Earlier builds whose tags all moved to the new image, so rebuilding a target does not pile up
+    untagged images. One that keeps a tag (`env:<old lock hash>`) stays: removing by id would take
+    its remaining tags with it. One that a container uses stays too (the engine refuses)."""
+    for image_id in image_ids:
+        try:
+            if client.api.inspect_image(image_id).get("RepoTags"):
+                continue
+            client.api.remove_image(image_id)
+        except Exception:
+            pass
+
+
+def _env_layer(client, image_id: str) -> tuple[int | None, str | None]:
+    """The size and diff id of the layer made by `COPY --from=env-builder /out/ /`."""
+    inspect = client.api.inspect_image(image_id)
+    layers = inspect["RootFS"]["Layers"]
+    history = list(reversed(client.api.history(image_id)))
+    # History lines that made a filesystem layer, oldest first, align with RootFS.Layers.
+    made_layer = [h for h in history if "#(nop)" not in h.get("CreatedBy", "")
+                  or "#(nop) COPY" in h["CreatedBy"] or "#(nop) ADD" in h["CreatedBy"]]
+    if len(made_layer) != len(layers):
+        return None, None
+    for entry, diff_id in zip(made_layer, layers):
+        if ENV_COPY.search(entry["CreatedBy"]):
+            return int(entry["Size"]), diff_id
+    return None, None
+
+
+def _base_size(client, context: BuildContext) -> int | None:
+    try:
+        return int(client.api.inspect_image(context.target.runtime_image.reference)["Size"])
+    except Exception:
+        return None
+
+
+def inspect_result(client, context: BuildContext, image_id: str, tags: list[str]) -> ImageResult:
+    size = int(client.api.inspect_image(image_id)["Size"])
+    env_size, env_digest = _env_layer(client, image_id)
+    return ImageResult(context.target.key, image_id, tags, size, env_size, env_digest,
+                       _base_size(client, context), 0.0, context.lock_hash)
+
+
+def remote_reference(registry: str, tag: str) -> tuple[str, str]:
+    """`<env>:<tag>` as it lives in REGISTRY (what --push writes and --pull reads): (repository, tag)."""
+    repository, _, name = tag.rpartition(":")
+    return f"{registry.rstrip('/')}/{repository}", name
+
+
+def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] = lambda line: None,
+               client=None) -> list[str]:
+    """Push every tag; on a failure the registry-named tags made for it are dropped again, so a
+    failed push leaves only the image's own tags."""
+    client = client or docker_client()
+    pushed: list[str] = []
+    made: list[str] = []
+    try:
+        for tag in result.tags:
+            remote, name = remote_reference(registry, tag)
+            client.api.tag(result.image_id, remote, name)
+            made.append(f"{remote}:{name}")
+            for chunk in client.api.push(remote, tag=name, stream=True, decode=True):
+                if "error" in chunk:
+                    raise EnvbuildError(f"push of {remote}:{name} failed: {' '.join(str(chunk['error']).split())}; "
+                                        "check that the registry is reachable and you are logged in (`docker login`)")
+                if chunk.get("status") and chunk.get("id") is None:
+                    echo(chunk["status"])
+            pushed.append(f"{remote}:{name}")
+    except BaseException as exc:
+        for reference in made:
+            try:
+                client.api.remove_image(reference, noprune=True)
+            except Exception:
+                continue  # the engine is gone: nothing more to undo from here
+        if isinstance(exc, Exception):
+            raise engine_error(exc, f"push to {registry}") from None
+        raise
+    return pushed
+
+
+def pull_image(tag: str, registry: str, client=None) -> str:
+    """Pull what `--push REGISTRY` pushed for `tag`; the local reference, or one line saying why not."""
+    client = client or docker_client()
+    repository, name = remote_reference(registry, tag)
+    try:
+        client.images.pull(repository, tag=name)
+    except Exception as exc:  # the SDK's NotFound / APIError: one line with the engine's reason
+        reason = getattr(exc, "explanation", None) or str(exc)
+        raise EnvbuildError(f"pull of {repository}:{name} failed: {reason}") from None
+    return f"{repository}:{name}"
+
+
+def list_images(env_name: str, client=None) -> list[dict]:
+    """Images envbuild built for this env: tags, sizes, and the lock each came from."""
+    client = client or docker_client()
+    rows = []
+    # Untagged ones are superseded builds still held by a container or a child image: not "what exists".
+    for image in client.api.images(filters={"label": f"io.envbuild.env={env_name}", "dangling": False}):
+        labels = image.get("Labels") or {}
+        rows.append({
+            "id": image["Id"], "tags": sorted(image.get("RepoTags") or []),
+            "size": int(image.get("Size", 0)), "target": labels.get("io.envbuild.target", ""),
+            "torch": labels.get("io.envbuild.torch", ""), "cuda": labels.get("io.envbuild.cuda", ""),
+            "lock_hash": labels.get("io.envbuild.lock-hash", ""),
+            "created": labels.get("org.opencontainers.image.created", ""),
+        })
+    return sorted(rows, key=lambda r: (r["target"], r["created"]))
+

@@ -1,0 +1,131 @@
+"""The build context of one target: Dockerfile, the locked install plan, the installer, the smoke suite.
+
+Made from a Target and its lock (never from the spec file): the lock stage's output is the only
+source of what gets installed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder.errors import EnvbuildError
+from builder.image.render import RenderedEnv, render_target, write_context
+from builder.lock.lockfile import CondaLock, lockfile_sha256, read_lock
+from builder.spec.target import Target
+
+IMAGE_PLATFORM_SUBDIR = {"linux/amd64": "linux-64", "linux/arm64": "linux-aarch64"}
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    target: Target
+    root: Path
+    lock_hash: str  # sha256 of the conda-lock.yml the image installs
+    subdir: str
+    rendered: RenderedEnv
+
+    @property
+    def dockerfile(self) -> str:
+        return self.rendered.dockerfile
+
+
+def _installer_files(destination: Path) -> None:
+    """The in-container installer: the envbuild files it runs with alone, and the rattler package.
+
+    The builder image needs only a Python >= 3.10; py-rattler has no dependencies and is abi3."""
+    import rattler
+
+    import builder
+    from builder.lock.install import RUNS_ALONE_WITH
+
+    source = Path(builder.__file__).parent
+    for name in RUNS_ALONE_WITH:
+        (destination / "builder" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / name, destination / "builder" / name)
+    rattler_dir = Path(rattler.__file__).parent
+    shutil.copytree(rattler_dir, destination / "rattler",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def make_context(target: Target, lock_path: Path, root: Path, image_platform: str = "linux/amd64",
+                 lock: CondaLock | None = None) -> BuildContext:
+    """The build context under `root`. The lock is parsed once (here, unless the caller already read
+    it) and that one value gives both the platform check and the install plan."""
+    from builder.lock.install import export_platform_plan
+
+    subdir = IMAGE_PLATFORM_SUBDIR.get(image_platform)
+    if subdir is None:
+        raise EnvbuildError(f"--platform {image_platform}: envbuild builds linux/amd64 or linux/arm64 images")
+    if lock is None:
+        lock = read_lock(lock_path)
+    if subdir not in lock.metadata.platforms:
+        raise EnvbuildError(
+            f"{lock_path}: locked for {', '.join(lock.metadata.platforms)}, not {subdir}; "
+            f"add {subdir} to the target's platforms and run `envbuild lock`"
+        )
+    lock_hash = lockfile_sha256(lock_path)
+    rendered = render_target(target, lock_hash)
+    plan = export_platform_plan(lock, subdir, str(lock_path))
+    root.mkdir(parents=True, exist_ok=True)
+    write_context(rendered, root, {"envbuild/plan.json": json.dumps(plan, indent=1, sort_keys=True).encode()})
+    (root / "envbuild" / "conda-lock.yml").write_bytes(lock_path.read_bytes())
+    _installer_files(root / "envbuild" / "installer")
+    (root / ".dockerignore").write_text("**/__pycache__\n**/*.pyc\n", encoding="utf-8")
+    return BuildContext(target, root, lock_hash, subdir, rendered)
+
+
+@dataclass(frozen=True)
+class RenderedContext:
+    """What `envbuild render` wrote for one target: a build context when the lock was fresh."""
+
+    target: str
+    path: Path
+    buildable: bool
+    lockfile: Path | None
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return {"target": self.target, "path": str(self.path), "buildable": self.buildable,
+                "lockfile": str(self.lockfile) if self.lockfile else None, "note": self.note}
+
+
+def render_context(target: Target, out: Path, *, lock_root: Path | None = None,
+                   image_platform: str = "linux/amd64", solver: str | None = None) -> RenderedContext:
+    """The folder a user can hand to `docker build` (any engine): the same context `envbuild image`
+    builds, from the target's fresh lock. Without one, only the rendered files, and a note why.
+
+    Written whole or not at all, into a new folder or one envbuild wrote before and nobody changed."""
+    from builder.generated_files import write_owned_folder
+    from builder.lock.targets import check_targets
+
+    checked = check_targets([target], lock_root=lock_root, solver=solver)[0]
+    if checked.status == "fresh":
+        write_owned_folder(out, lambda staging: make_context(target, checked.path, staging, image_platform),
+                           "envbuild render")
+        return RenderedContext(target.key, out, True, checked.path)
+    rendered = render_target(target)
+    write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")
+    why = f" ({'; '.join(checked.reasons)})" if checked.reasons else ""
+    return RenderedContext(target.key, out, False, None,
+                           f"the lock is {checked.status}{why}: run `envbuild lock`, then render again "
+                           "for a folder `docker build` can build")
+
+
+def render_contexts(targets: Sequence[Target], out: Path | None = None, **options: Any) -> list[RenderedContext]:
+    """`render_context` for each target: into `out` for one target, `out/<target>` for several, by
+    default build/<env>/<target>."""
+    written = []
+    for target in targets:
+        if out is None:
+            folder = Path("build") / target.name / target.key
+        elif len(targets) == 1:
+            folder = out
+        else:
+            folder = out / target.key
+        written.append(render_context(target, folder, **options))
+    return written

@@ -1,0 +1,63 @@
+"""The main job for one target, stage by stage: lock (if stale) -> build context -> image."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from builder.errors import EnvbuildError
+from builder.image.build import BuildOptions, ImageResult, build_image, push_image
+from builder.image.context import make_context
+from builder.image.render import checked_ca_files
+from builder.lock.targets import LOCK_FILE, check_targets, default_lock_dir, failure_line, lock_targets
+from builder.proc import owned_name, remove_stale_folders
+from builder.spec.target import Target
+
+CONTEXT_PREFIX = "envbuild-context"
+
+
+def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: str | None = None) -> Path:
+    """The target's lockfile, fresh for its inputs; locked now when allowed, else a clear error."""
+    checked = check_targets([target], lock_root=lock_root, solver=solver)[0]
+    if checked.status == "fresh":
+        return default_lock_dir(target, lock_root) / LOCK_FILE
+    if not relock:
+        why = f" ({'; '.join(checked.reasons)})" if checked.reasons else ""
+        raise EnvbuildError(f"{target.key}: the lock is {checked.status}{why}; run `envbuild lock` first "
+                            "(or drop --frozen)")
+    result = lock_targets([target], lock_root=lock_root, solver=solver)[0]
+    if result.status == "failed":
+        raise EnvbuildError(f"{target.key}: lock failed: {failure_line(result.message)}")
+    return result.path
+
+
+def build_target_image(
+    target: Target,
+    *,
+    lock_root: Path | None = None,
+    options: BuildOptions = BuildOptions(),
+    relock: bool = True,
+    solver: str | None = None,
+    push: str | None = None,
+    echo: Callable[[str], None] = lambda line: None,
+    lock_path: Path | None = None,
+    client=None,
+) -> ImageResult:
+    """The image of one target; from `lock_path` when the caller already ensured the lock."""
+    # Named after this process: a run killed with SIGKILL cannot clean up, the next one does.
+    remove_stale_folders(Path(tempfile.gettempdir()), CONTEXT_PREFIX)
+    # A CA file that is not a certificate fails in a moment, not after a lock.
+    checked_ca_files(target)
+    if lock_path is None:
+        lock_path = ensure_lock(target, lock_root, relock, solver)
+    root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))
+    try:
+        context = make_context(target, lock_path, root / "context", options.platform)
+        result = build_image(context, options, echo=echo, client=client)
+        if push:
+            result.pushed = push_image(result, push, echo=echo, client=client)
+        return result
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,223 @@
+"""Rendering a Target into a multi-stage Dockerfile (Jinja2, StrictUndefined), beside its environment.yml.
+
+Each build concern is a block (`docker/blocks/<name>.j2`) that contributes lines to the env-builder
+stage (macro `builder`) and/or the runtime stage (macro `runtime`) of one template,
+`docker/Dockerfile.j2`. The order of the runtime blocks puts what rarely changes (CA files, the user,
+the NVIDIA variables, the environment) before what changes often (the smoke suite, labels).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from builder import __version__
+from builder.image.smoke_data import write_smoke_data
+from builder.lock.environment import environment_yml
+from builder.spec.target import Target
+from builder.templates import environment
+
+ENV_PREFIX = "/opt/env"
+# Every file of the environment layer gets this mtime (1980-01-01, the oldest a zip can hold), so
+# two builds of one lock give one layer digest whatever day they run.
+LAYER_EPOCH = 315532800
+
+
+def smoke_dir() -> Path:
+    import smoke
+
+    return Path(smoke.__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Block:
+    """One build concern: its template, which macros it contributes, and its parameters."""
+
+    template: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    builder_macro: str | None = "builder"
+    runtime_macro: str | None = "runtime"
+
+
+@dataclass(frozen=True)
+class RenderedBlock:
+    builder: str
+    runtime: str
+
+
+@dataclass(frozen=True)
+class RenderedEnv:
+    """The rendered files of one target; what `envbuild render` writes and the lock stage reads."""
+
+    target: Target
+    environment_yml: str
+    dockerfile: str
+    ca_files: tuple[Path, ...] = ()
+
+    def files(self) -> dict[str, str]:
+        return {"environment.yml": self.environment_yml, "Dockerfile": self.dockerfile}
+
+
+def _labels(target: Target, lock_hash: str | None) -> dict[str, str]:
+    labels = {
+        "io.envbuild.lock-hash": lock_hash or "",
+        "org.opencontainers.image.title": f"{target.name} {target.key}",
+        "io.envbuild.env": target.name,
+        "io.envbuild.target": target.key,
+        "io.envbuild.torch": target.torch,
+        "io.envbuild.torchvision": target.torchvision or "",
+        "io.envbuild.cuda": target.cuda or "cpu",
+        "io.envbuild.python": target.python,
+        "io.envbuild.route": target.route.value,
+        "io.envbuild.min-driver": target.min_driver or "",
+        "io.envbuild.version": __version__,
+    }
+    if target.archs:
+        labels["io.envbuild.archs"] = " ".join(target.archs)
+    labels.update(target.spec.labels)
+    # An unknown value is no label at all: an empty one reads as "known to be nothing".
+    return dict(sorted((key, value) for key, value in labels.items() if value))
+
+
+def required_driver_cuda(cuda: str | None) -> str:
+    """NVIDIA_REQUIRE_CUDA for a CUDA X.Y build: `cuda>=X.0`. CUDA minor-version compatibility lets
+    an X.Y build run on any X.* driver (the compat data's min_driver); requiring X.Y would make
+    the container runtime refuse hosts where envbuild doctor and the smoke suite say it runs."""
+    if not cuda:
+        return ""
+    return f"cuda>={cuda.split('.')[0]}.0"
+
+
+def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None) -> list[Block]:
+    user = {"name": target.spec.user.name, "uid": target.spec.user.uid}
+    env = {"prefix": ENV_PREFIX, "epoch": LAYER_EPOCH}
+    return [
+        Block("ca_certificates.j2", {"files": has_ca}),
+        Block("runtime_user.j2", user, builder_macro=None),
+        Block(
+            "nvidia_runtime.j2",
+            {
+                "require_cuda": required_driver_cuda(target.cuda),
+                "torch": target.torch,
+                "cuda": target.cuda or "cpu",
+                # the smoke check env.arch_flags compares this with what the installed torch was built for
+                "archs": " ".join(target.archs),
+            },
+            builder_macro=None,
+        ),
+        Block("locked_env.j2", env),
+        Block("smoke_suite.j2", builder_macro=None),
+        Block("runtime_user.j2", user, builder_macro=None, runtime_macro="switch"),
+        Block("labels.j2", {"labels": _labels(target, lock_hash)}),
+    ]
+
+
+def _render_block(env: jinja2.Environment, block: Block) -> RenderedBlock:
+    module = env.get_template(f"blocks/{block.template}").module
+    params = dict(block.params)
+
+    def call(macro: str | None) -> str:
+        return str(getattr(module, macro)(params)).strip() if macro else ""
+
+    return RenderedBlock(builder=call(block.builder_macro), runtime=call(block.runtime_macro))
+
+
+def render_target(target: Target, lock_hash: str | None = None) -> RenderedEnv:
+    """Render one target; a build context passes its lock's hash, which becomes a label. Same
+    inputs, same bytes: nothing here reads the clock or the host."""
+    env = environment()
+    ca_files = checked_ca_files(target)
+    blocks = [_render_block(env, block) for block in dockerfile_blocks(target, bool(ca_files), lock_hash)]
+    dockerfile = env.get_template("Dockerfile.j2").render(
+        version=__version__,
+        env_name=target.name,
+        target_key=target.key,
+        builder_image=target.builder_image.reference,
+        runtime_image=target.runtime_image.reference,
+        blocks=blocks,
+    )
+    return RenderedEnv(target, environment_yml(target), _tidy(dockerfile), ca_files)
+
+
+def _tidy(text: str) -> str:
+    """One blank line between instructions at most, one newline at the end."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() and (not lines or not lines[-1].strip()):
+            continue
+        lines.append(line.rstrip())
+    return "\n".join(lines).strip() + "\n"
+
+
+def checked_ca_files(target: Target) -> tuple[Path, ...]:
+    """The spec's CA files, each checked to be a PEM certificate (one UsageError line if not)."""
+    from builder.errors import UsageError
+
+    base = target.spec.source.parent if target.spec.source else Path.cwd()
+    files = []
+    for name in target.spec.ca_certificates:
+        path = (base / name).resolve()
+        if not path.is_file():
+            raise UsageError(f"{target.spec.source}: ca_certificates: {name!r} does not exist")
+        check_ca_file(path, name)
+        files.append(path)
+    return tuple(files)
+
+
+PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\s+([A-Za-z0-9+/=\s]+?)-----END CERTIFICATE-----")
+MAX_CA_BYTES = 4 * 1024 * 1024
+
+
+def check_ca_file(path: Path, shown: str) -> None:
+    """Only PEM certificates go into an image: never a private key (it would ship in every layer
+    copy of the image), a DER file or anything else someone pointed --ca-cert at by mistake."""
+    import base64
+    import binascii
+
+    from builder.errors import UsageError
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CA_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"{shown}: cannot read the CA file ({exc.strerror})") from None
+    if b"PRIVATE KEY-----" in data:
+        raise UsageError(f"{shown}: holds a private key; give only the CA's certificate (never ship a key in an image)")
+    blocks = PEM_CERTIFICATE.findall(data)
+    if len(data) > MAX_CA_BYTES or not blocks:
+        raise UsageError(f"{shown}: not a PEM CA certificate (no -----BEGIN CERTIFICATE----- block); convert it "
+                         "with `openssl x509 -inform der -in FILE -out FILE.crt`")
+    for block in blocks:
+        try:
+            base64.b64decode(b"".join(block.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise UsageError(f"{shown}: a certificate block is not valid base64; give the CA's PEM file") from None
+
+
+def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] = {}) -> None:
+    """Lay out a build context: Dockerfile, environment.yml, smoke suite, CA files, extra files."""
+    for name, text in rendered.files().items():
+        (root / name).write_text(text, encoding="utf-8")
+    shutil.copytree(smoke_dir(), root / "smoke", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    write_smoke_data(root / "smoke", rendered.target)
+    ca_dir = root / "envbuild" / "ca"
+    ca_dir.mkdir(parents=True, exist_ok=True)
+    for index, path in enumerate(rendered.ca_files):
+        shutil.copyfile(path, ca_dir / f"{index:02d}-{path.stem}.crt")
+    for name, data in extra.items():
+        destination = root / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(data)
+
+
+def render_to(rendered: RenderedEnv, out: Path) -> Path:
+    """The rendered files alone (no lock yet): into a new folder, or one envbuild wrote before."""
+    from builder.generated_files import write_owned_folder
+
+    return write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")

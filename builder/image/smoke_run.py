@@ -1,0 +1,294 @@
+"""`envbuild smoke`: the in-image suite (`python -m smoke`) run in a container or in this Python.
+
+The container is created, started, waited on with a timeout and always removed. GPUs are asked
+for through device_requests; an engine without the NVIDIA runtime refuses them at start, which
+is reported in one line and, unless GPUs are required, followed by a CPU-only run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder import proc
+from builder.errors import EnvbuildError, UsageError
+from smoke.report import SmokeReport
+
+REPORT_DIR = "/tmp/envbuild-smoke"
+NO_GPU_RUNTIME = "could not select device driver"
+SMOKE_RUN = "smoke"  # the io.envbuild.run label of the suite's containers
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    """One run of the suite as the host reads it: the suite's own report (`smoke.report.SmokeReport`, the
+    one model the image writes and the host parses) plus what only the host knows: how it ran, how long."""
+
+    report: SmokeReport
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    TABLE_COLUMNS = ("check", "status", "seconds", "reason")
+
+    @classmethod
+    def from_json(cls, data: dict, notes: list[str], seconds: float) -> SmokeRun:
+        try:
+            report = SmokeReport.from_dict(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EnvbuildError(f"the smoke suite wrote a report envbuild cannot read ({type(exc).__name__}: {exc})"
+                                ) from None
+        return cls(report, notes, seconds)
+
+    @property
+    def summary(self) -> dict[str, int]:
+        return self.report.summary.to_dict()
+
+    @property
+    def checks(self) -> list[dict]:
+        return [check.to_dict() for check in self.report.checks]
+
+    @property
+    def failed(self) -> int:
+        return self.report.summary.failed
+
+    def as_dict(self) -> dict:
+        return {**self.report.to_dict(), "notes": self.notes, "seconds": round(self.seconds, 1)}
+
+    def table_rows(self) -> list[list[str]]:
+        return [[c.name, c.status, f"{c.seconds:.1f}", c.reason] for c in self.report.checks]
+
+    def summary_line(self) -> str:
+        s = self.report.summary
+        return f"{s.passed} passed, {s.failed} failed, {s.skipped} skipped"
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    count: int | None  # None: none asked; -1: all
+    device_ids: tuple[str, ...] = ()
+
+
+MAX_GPUS = 256  # more than any one host has; a larger count is a typo, not a request
+
+
+def parse_gpus(value: str | None) -> GpuRequest:
+    """`all`, `N`, or `auto:N` (the N GPUs with the most free memory, by NVML on this host).
+
+    Counts the engine could never satisfy are refused here, before anything is built or started:
+    0 (leave --gpus out for a CPU run), more than this host's GPUs when NVML can count them."""
+    if value in (None, "", "none"):
+        return GpuRequest(None)
+    if value == "all":
+        return GpuRequest(-1)
+    count_text = value[5:] if value.startswith("auto:") else value
+    if not count_text.isdigit():
+        raise UsageError(f"--gpus {value!r}: use all, a count (1, 2, ...), or auto:N")
+    wanted = int(count_text)
+    if not 1 <= wanted <= MAX_GPUS:
+        raise UsageError(f"--gpus {value}: ask for 1 to {MAX_GPUS} GPUs, or all; leave --gpus out for a CPU-only run")
+    from builder.host.gpuinfo import gpus_by_free_memory
+
+    ranked = gpus_by_free_memory()
+    if value.startswith("auto:"):
+        if len(ranked) < wanted:
+            raise UsageError(f"--gpus {value}: this host shows {len(ranked)} GPU(s) through NVML; "
+                             f"ask for at most {len(ranked)}" if ranked else
+                             f"--gpus {value}: NVML shows no GPU on this host; use --gpus all or a count")
+        return GpuRequest(None, tuple(gpu.uuid or str(gpu.index) for gpu in ranked[:wanted]))
+    if ranked and wanted > len(ranked):
+        raise UsageError(f"--gpus {value}: this host has {len(ranked)} GPU(s); ask for at most {len(ranked)}, or all")
+    return GpuRequest(wanted)
+
+
+def check_gpu_request(container: ContainerOptions, require_gpus: int) -> None:
+    """`--require-gpus N` without GPUs in the container would fail every GPU check for the wrong reason."""
+    if require_gpus and container.gpus.count is None and not container.gpus.device_ids:
+        raise UsageError(f"--require-gpus {require_gpus}: the container gets no GPUs; add --gpus all "
+                         f"(or --gpus {require_gpus})")
+    if require_gpus and container.gpus.count not in (None, -1) and container.gpus.count < require_gpus:
+        raise UsageError(f"--require-gpus {require_gpus} with --gpus {container.gpus.count}: ask for at least "
+                         f"{require_gpus} GPUs, or --gpus all")
+
+
+def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | None,
+               only: str | None) -> list[str]:
+    args = ["--json", f"{REPORT_DIR}/report.json"]
+    if require_gpus:
+        args += ["--require-gpus", str(require_gpus)]
+    if expect_torch:
+        args += ["--expect-torch", expect_torch]
+    if expect_cuda:
+        args += ["--expect-cuda", expect_cuda]
+    if only:
+        args += ["--only", only]
+    return args
+
+
+def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cuda: str | None = None,
+              only: str | None = None, timeout: float = 900, python: Path | None = None) -> SmokeRun:
+    """The suite in this Python, or in another environment's interpreter (`python`): that one gets a
+    copy of the suite on PYTHONPATH and nothing else of this Python or the user's site-packages,
+    so it is tested as it is."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as folder:
+        args = [a.replace(REPORT_DIR, folder) for a in suite_args(require_gpus, expect_torch, expect_cuda, only)]
+        from builder.image.render import smoke_dir
+        from builder.image.smoke_data import write_smoke_data
+
+        # A copy of the suite with its compatibility data (the source tree has none: one source of truth).
+        suite = Path(folder) / "suite" / "smoke"
+        shutil.copytree(smoke_dir(), suite, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        write_smoke_data(suite)
+        env = {key: value for key, value in os.environ.items() if key not in ("PYTHONHOME", "PYTHONSTARTUP")}
+        if python is None:  # this Python as it is, the copy of the suite first
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(suite.parent), os.environ.get("PYTHONPATH")]))
+        else:
+            env.update(PYTHONPATH=str(suite.parent), PYTHONNOUSERSITE="1")
+        try:
+            process = proc.run([str(python or sys.executable), "-m", "smoke", *args], timeout=timeout,
+                               what="the smoke suite", env=env)
+        except proc.ProcessTimeout as exc:
+            raise EnvbuildError(f"{exc}; raise --timeout") from None
+        except OSError as exc:
+            raise EnvbuildError(f"{python}: cannot run the smoke suite with it ({exc.strerror})") from None
+        report = Path(folder) / "report.json"
+        if not report.is_file():
+            tail = (process.stderr or process.stdout).strip().splitlines()[-5:]
+            raise EnvbuildError("the smoke suite wrote no report: " + " | ".join(tail))
+        return SmokeRun.from_json(json.loads(report.read_text()), [], time.monotonic() - started)
+
+
+def _device_requests(request: GpuRequest) -> list:
+    from docker.types import DeviceRequest
+
+    if request.device_ids:
+        return [DeviceRequest(device_ids=list(request.device_ids), capabilities=[["gpu"]])]
+    if request.count is not None:
+        return [DeviceRequest(count=request.count, capabilities=[["gpu"]])]
+    return []
+
+
+def _read_report(container) -> dict | None:
+    try:
+        stream, _ = container.get_archive(f"{REPORT_DIR}/report.json")
+    except Exception:
+        return None
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+        member = archive.extractfile("report.json")
+        return json.loads(member.read()) if member else None
+
+
+@dataclass(frozen=True)
+class ContainerOptions:
+    """How the suite's container is started, checked before anything runs."""
+
+    gpus: GpuRequest = GpuRequest(None)
+    shm_size: str = "1g"
+    ulimits: tuple[tuple[str, int, int], ...] = ()  # (name, soft, hard)
+
+
+SIZE = re.compile(r"^[0-9]+[bkmg]?$", re.IGNORECASE)
+
+
+def container_options(gpus: str | None = None, shm_size: str = "1g",
+                      ulimits: tuple[str, ...] = ()) -> ContainerOptions:
+    """`--gpus`, `--shm-size` and `--ulimit` as given on the command line, or a one-line UsageError."""
+    if not SIZE.match(shm_size):
+        raise UsageError(f"--shm-size {shm_size!r}: give bytes or a size like 512m or 2g")
+    limits = []
+    for item in ulimits:
+        name, _, value = item.partition("=")
+        soft, _, hard = value.partition(":")
+        try:
+            limits.append((name, int(soft), int(hard or soft)))
+        except ValueError:
+            raise UsageError(f"--ulimit {item!r}: write NAME=SOFT[:HARD] in numbers (-1 for unlimited), "
+                             "e.g. stack=67108864") from None
+        if not name:
+            raise UsageError(f"--ulimit {item!r}: write NAME=SOFT[:HARD], e.g. stack=67108864")
+    return ContainerOptions(parse_gpus(gpus), shm_size, tuple(limits))
+
+
+def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions(), require_gpus: int = 0,
+                 expect_torch: str | None = None, expect_cuda: str | None = None, only: str | None = None,
+                 timeout: float = 900, client=None) -> SmokeRun:
+    from docker.types import Ulimit
+
+    from builder.engine import container_labels, docker_client, engine_error, reap_stale_containers
+
+    check_gpu_request(container, require_gpus)
+    client = client or docker_client()
+    reap_stale_containers(client, SMOKE_RUN)
+    limits = [Ulimit(name=name, soft=soft, hard=hard) for name, soft, hard in container.ulimits]
+    notes: list[str] = []
+    started = time.monotonic()
+    args = ["sh", "-c", f"mkdir -p {REPORT_DIR} && exec python -m smoke " + " ".join(
+        suite_args(require_gpus, expect_torch, expect_cuda, only))]
+    requests = _device_requests(container.gpus)
+    while True:
+        try:
+            created = client.containers.create(image, command=args, device_requests=requests or None,
+                                               shm_size=container.shm_size, ulimits=limits or None, detach=True,
+                                               labels=container_labels(SMOKE_RUN))
+        except Exception as exc:
+            raise engine_error(exc, f"{image}: the smoke container") from None
+        try:
+            try:
+                created.start()
+            except Exception as exc:
+                if NO_GPU_RUNTIME in str(exc) and requests:
+                    if require_gpus:
+                        raise EnvbuildError(
+                            f"{require_gpus} GPU(s) required but this engine has no NVIDIA runtime "
+                            "(install nvidia-container-toolkit and restart the engine)") from None
+                    notes.append("no NVIDIA container runtime on this engine: ran the CPU checks only")
+                    requests = []
+                    continue
+                if "rlimit" in str(exc):
+                    raise EnvbuildError(f"the engine refused a --ulimit: {exc}; drop it on this host") from None
+                raise engine_error(exc, f"{image}: the smoke container's start") from None
+            try:
+                created.wait(timeout=timeout)
+            except Exception as exc:
+                import requests as http  # not `requests`: that name holds the GPU device requests
+
+                if isinstance(exc, http.exceptions.ReadTimeout):
+                    raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped; "
+                                        "raise --timeout") from None
+                raise engine_error(exc, f"{image}: the smoke run") from None
+            data = _read_report(created)
+            if data is None:
+                logs = created.logs(tail=10).decode(errors="replace").strip().splitlines()
+                raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + " | ".join(logs[-5:]))
+            return SmokeRun.from_json(data, notes, time.monotonic() - started)
+        finally:
+            try:
+                created.remove(force=True)
+            except Exception:
+                pass  # the engine went away; the next run reaps it by its labels
+
+
+def image_expectations(image: str, client=None) -> tuple[str | None, str | None]:
+    """The torch and CUDA an envbuild image says it has (its labels)."""
+    from builder.engine import docker_client
+
+    client = client or docker_client()
+    try:
+        labels = client.api.inspect_image(image)["Config"].get("Labels") or {}
+    except Exception as exc:
+        from builder.engine import engine_error, is_connection_loss
+
+        if is_connection_loss(exc):
+            raise engine_error(exc, f"{image}: inspecting the image") from None
+        raise EnvbuildError(f"no image {image!r} on this engine; build it with `envbuild image`, "
+                            "or `docker pull` it") from None
+    return labels.get("io.envbuild.torch"), labels.get("io.envbuild.cuda")

@@ -1,0 +1,503 @@
+"""Deciding a spec from a `Reading`: route, CUDA target, torch, Python, torchvision, channels, name.
+
+Every decision that is not a plain copy of a line leaves a `Note` saying what was derived, assumed,
+left out or upgraded, so `envbuild init` can print it and the written spec can carry it as comments.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+
+from builder.errors import UsageError
+from builder.init.lines import (
+    CPU,
+    SOME_CUDA,
+    Note,
+    exact_version,
+    load_import_rules,
+    python_minor,
+    version_specifier,
+)
+from builder.init.read import Hint, Reading
+from builder.spec.compat import CompatData, TorchRelease, load_compat, paired_torchvision, version_tuple
+from builder.spec.model import DEFAULT_CHANNELS, NAME_PATTERN, URL_PATTERN, Route
+from builder.spec.target import default_pip_index
+
+
+@dataclass(frozen=True)
+class SpecDraft:
+    """The spec about to be written: its data (what the file must read back as) and its notes."""
+
+    data: dict[str, Any]
+    notes: tuple[Note, ...] = ()
+    source: Path | None = None
+
+
+
+
+def _route(reading: Reading) -> Route:
+    if reading.conda_torch and reading.pip_torch:
+        raise reading.fail(
+            f"torch comes from both conda ({reading.conda_torch.text!r}) and pip ({reading.pip_torch_text!r}); "
+            "one copy overwrites the other. Keep one of them and run `envbuild init` again")
+    if reading.pip_torch:
+        return Route.PIP
+    if reading.conda_torch is None and reading.ngc_image:
+        raise reading.fail(
+            f"FROM {reading.ngc_image} is NVIDIA's NGC PyTorch image: its torch is NVIDIA's own build, which no "
+            "tag names; add a `pip install torch==X.Y.Z --index-url .../cuXYZ` line, or give envbuild the "
+            "environment file the image was made from")
+    if reading.conda_torch is None:
+        raise reading.fail(
+            "no torch in it (pytorch in conda or torch in pip); envbuild builds PyTorch environments. "
+            "Add torch, or run `envbuild init` without --from for a starter spec")
+    if reading.legacy_markers and reading.conda_forge_markers:
+        raise reading.fail(
+            f"it mixes the legacy pytorch channel ({reading.legacy_markers[0]!r}) with conda-forge's torch "
+            f"({reading.conda_forge_markers[0]!r}); keep one of them and run `envbuild init` again")
+    if reading.legacy_markers or (not reading.conda_forge_markers and "pytorch" in reading.channels):
+        return Route.PYTORCH_CHANNEL
+    return Route.CONDA_FORGE
+
+
+@dataclass(frozen=True)
+class CudaWish:
+    """What the file says about the target's CUDA: one version or `cpu` (`exact`), only "some CUDA build",
+    or nothing; plus the majors (`*-cu12` wheels) and ranges (`cuda-version>=12.0`) it must fall in."""
+
+    exact: str | None
+    hints: tuple[Hint, ...]
+    majors: tuple[str, ...] = ()
+    ranges: tuple[SpecifierSet, ...] = ()
+
+    def allows(self, cuda: str) -> bool:
+        return ((not self.majors or cuda.split(".")[0] in self.majors)
+                and all(r.contains(f"{cuda}.0") or r.contains(cuda) for r in self.ranges))
+
+
+def _cuda_hint(reading: Reading, route: Route) -> CudaWish:
+    """The one CUDA version (or cpu) the lines agree on; `cuda` when they only ask for some CUDA build,
+    None when no line says anything about CUDA. A base image's CUDA counts only when no line speaks."""
+    hints = list(reading.hints)
+    if route is Route.PIP:
+        hints += reading.pip_index_hints
+    if not [h for h in hints if h.cuda != SOME_CUDA]:
+        hints += reading.weak_hints
+    concrete = {h.cuda for h in hints if h.cuda != SOME_CUDA}
+    if CPU in concrete and any(h.cuda == SOME_CUDA for h in hints):
+        concrete.add(SOME_CUDA)
+    meaning = {CPU: "CPU", SOME_CUDA: "a CUDA build"}
+    if len(concrete) > 1:
+        said = ", ".join(f"{h.entry!r} says {meaning.get(h.cuda, 'CUDA ' + h.cuda)}" for h in hints)
+        raise reading.fail(f"conflicting CUDA hints: {said}; keep the one you mean and run `envbuild init` again")
+    majors = tuple(sorted({major for _, major in reading.cuda_majors}))
+    exact = concrete.pop() if concrete else (SOME_CUDA if hints or majors or reading.cuda_ranges else None)
+    if len(majors) > 1 or (majors and exact not in (None, SOME_CUDA, CPU) and exact.split(".")[0] not in majors):
+        claims = [f"{entry!r} says CUDA {major}" for entry, major in reading.cuda_majors]
+        claims += [f"{h.entry!r} says {meaning.get(h.cuda, 'CUDA ' + h.cuda)}" for h in hints if h.cuda == exact]
+        raise reading.fail(f"conflicting CUDA majors: {', '.join(claims)}; keep the one you mean and run "
+                           "`envbuild init` again")
+    if exact == CPU and majors:
+        raise reading.fail(f"{reading.cuda_majors[0][0]!r} is a CUDA {majors[0]} wheel, but the file asks for CPU "
+                           "torch; drop one of them")
+    return CudaWish(exact, tuple(hints), majors, tuple(r for _, r in reading.cuda_ranges))
+
+
+def _variant(release: TorchRelease, route: Route, wish: CudaWish) -> str | None:
+    """The CUDA variant of `release` on `route` that the wish leads to; None when it has none."""
+    variants = release.cuda_variants(route)
+    if wish.exact == CPU:
+        return CPU if route is not Route.PYTORCH_CHANNEL or variants else None
+    if wish.exact not in (None, SOME_CUDA):
+        if wish.exact in variants:
+            return wish.exact
+        if route is Route.CONDA_FORGE:
+            # conda-forge's cuda-version pins the CUDA libraries; its torch builds for an older minor of
+            # the same major run with them (CUDA minor-version compatibility).
+            older = [v for v in variants if v.split(".")[0] == wish.exact.split(".")[0]
+                     and version_tuple(v) <= version_tuple(wish.exact)]
+            return older[-1] if older else None
+        return None
+    allowed = [v for v in variants if wish.allows(v)]
+    return allowed[-1] if allowed else None
+
+
+def _python_wish(reading: Reading) -> tuple[str | None, SpecifierSet]:
+    line = reading.python
+    if line is None:
+        return None, SpecifierSet()
+    exact = python_minor(line.version)
+    if exact:
+        return exact, SpecifierSet()
+    wanted = version_specifier(line.version)
+    if wanted is None:
+        raise reading.fail(f"cannot read the Python version in {line.text!r}")
+    return None, wanted
+
+
+def _torch_wish(reading: Reading) -> tuple[str, str | None, SpecifierSet]:
+    """(the line as written, its exact version or None, the versions it allows)."""
+    if reading.pip_torch is not None:
+        text = reading.pip_torch_text or "torch"
+        specifiers = [s for s in reading.pip_torch.specifier]
+        if len(specifiers) == 1 and specifiers[0].operator in ("==", "===") and "*" not in specifiers[0].version:
+            exact = exact_version(specifiers[0].version)
+            if exact:
+                return text, exact, SpecifierSet()
+            if re.fullmatch(r"\d+\.\d+(\+[A-Za-z0-9.]+)?", specifiers[0].version):  # `torch==1.5+cu101`
+                return text, specifiers[0].version.split("+")[0] + ".0", SpecifierSet()
+        version = str(reading.pip_torch.specifier)
+    else:
+        line = reading.conda_torch
+        assert line is not None
+        text = line.text
+        exact = exact_version(line.version)
+        if exact:
+            return text, exact, SpecifierSet()
+        version = line.version or ""
+    wanted = version_specifier(re.sub(r"\+[A-Za-z0-9.]+", "", version))
+    if wanted is None:
+        raise reading.fail(f"cannot read the torch version in {text!r}")
+    return text, None, wanted
+
+
+def _fits(release: TorchRelease, route: Route, wish: CudaWish, python: str | None) -> bool:
+    if python and not release.python.contains(python):
+        return False
+    return _variant(release, route, wish) is not None
+
+
+def _conditions(route: Route, wish: CudaWish, python: str | None) -> str:
+    conditions = [f"route {route.value}"]
+    if wish.exact not in (None, SOME_CUDA):
+        conditions.append("CPU" if wish.exact == CPU else f"CUDA {wish.exact}")
+    conditions += [f"CUDA {major}.x" for major in wish.majors]
+    conditions += [f"CUDA {r}" for r in wish.ranges]
+    if python:
+        conditions.append(f"Python {python}")
+    return ", ".join(conditions)
+
+
+def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: CudaWish,
+                    python: str | None) -> tuple[str, TorchRelease]:
+    text, exact, wanted = _torch_wish(reading)
+    usable = [r for r in compat.releases() if r.confidence != "projected" and r.cuda_variants(route)]
+    if exact:
+        release = compat.release(exact)
+        if release is not None:
+            return exact, release
+        oldest = usable[0]
+        if version_tuple(exact) > version_tuple(usable[-1].latest):
+            raise reading.fail(f"torch {exact} ({text!r}) is newer than envbuild's compatibility data "
+                               f"(newest: {usable[-1].latest}); pin a release it knows")
+        reading.note(text, "upgraded", f"torch {exact} -> {oldest.latest}: {exact} is older than envbuild's "
+                                       f"compatibility data; {oldest.line} is the oldest release it builds")
+        return oldest.latest, oldest
+    candidates = [r for r in usable if wanted.contains(r.latest) and _fits(r, route, wish, python)]
+    if candidates:
+        chosen = candidates[-1]
+        reading.note(text, "assumed",
+                     f"torch {chosen.latest}: the newest release that fits {_conditions(route, wish, python)}")
+        return chosen.latest, chosen
+    allowed = [r for r in usable if wanted.contains(r.latest)]
+    if not allowed and _below(wanted, usable[0].latest):
+        oldest = usable[0]
+        reading.note(text, "upgraded", f"torch {oldest.latest}: {text!r} allows only releases older than "
+                                       f"envbuild's compatibility data; {oldest.line} is the oldest it builds")
+        return oldest.latest, oldest
+    cuda_too_old = wish.exact not in (None, SOME_CUDA, CPU) and allowed and all(
+        version_tuple(wish.exact) < version_tuple(r.cuda_variants(route)[0]) for r in allowed)
+    python_too_old = python is not None and allowed and all(
+        version_tuple(python) < version_tuple(r.python.min) for r in allowed)
+    if cuda_too_old or python_too_old:
+        # The newest torch the file allows, its CUDA and Python moved up to what it supports (written only
+        # with --upgrade).
+        chosen = allowed[-1]
+        reading.note(text, "upgraded", f"torch {chosen.latest}: no release envbuild knows fits "
+                                       f"{_conditions(route, wish, python)}; {chosen.line} is the newest "
+                                       "the line allows")
+        return chosen.latest, chosen
+    if wish.exact not in (None, SOME_CUDA, CPU) and wish.exact not in compat.cuda \
+            and version_tuple(wish.exact) > max(version_tuple(c) for c in compat.cuda):
+        known_cuda = ", ".join(sorted(compat.cuda, key=version_tuple))
+        raise reading.fail(f"{_cuda_entry(reading, wish)!r} names CUDA {wish.exact}, newer than any CUDA release "
+                           f"envbuild knows ({known_cuda}); fix the version and run `envbuild init` again")
+    known = ", ".join(r.line for r in compat.releases())
+    raise reading.fail(f"no torch release in envbuild's compatibility data fits {text!r} with "
+                       f"{_conditions(route, wish, python)} (known: {known})")
+
+
+def _below(wanted: SpecifierSet, oldest: str) -> bool:
+    """Whether a version constraint only allows releases older than `oldest` (`1.12.*`, `<2`, `==1.13.1`)."""
+    for specifier in wanted:
+        base = specifier.version.rstrip(".*")
+        if specifier.operator in ("<", "<=", "==", "~=", "===") and version_tuple(base) < version_tuple(oldest):
+            return True
+    return False
+
+
+def _choose_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str:
+    position = len(reading.notes)
+    chosen = _pick_cuda(reading, route, wish, release)
+    derived = [Note(h.entry, "derived", f"{_hint_meaning(h)} (route {route.value})") for h in wish.hints
+               # the torch line gets one note, with the torch it gives; a CUDA moved to another build has
+               # its own note saying so
+               if h.entry != _torch_entry(reading) and (h.cuda != wish.exact or chosen == wish.exact)]
+    derived += [Note(entry, "derived", f"CUDA {major}.x (a CUDA {major} wheel)")
+                for entry, major in reading.cuda_majors]
+    reading.notes[position:position] = [n for i, n in enumerate(derived) if n not in derived[:i]]
+    return chosen
+
+
+def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str:
+    variant = _variant(release, route, wish)
+    variants = release.cuda_variants(route)
+    if variant is None and wish.exact not in (None, SOME_CUDA, CPU):
+        if version_tuple(wish.exact) >= version_tuple(variants[0]):
+            return wish.exact  # not too old, just not built: resolving the spec refuses it with the reason
+        variant = variants[0] if route is not Route.CONDA_FORGE else \
+            next(v for v in variants if version_tuple(v) >= version_tuple(wish.exact))
+        reading.note(_cuda_entry(reading, wish), "upgraded",
+                     f"target cuda{wish.exact} -> cuda{variant}: CUDA {wish.exact} is older than any torch "
+                     f"{release.line} build on route {route.value} ({', '.join(variants)})")
+        return variant
+    if variant is None:
+        variant = variants[-1]
+        reading.note(_torch_entry(reading), "upgraded",
+                     f"target cuda{variant}: torch {release.line} on route {route.value} has no build for "
+                     f"{_conditions(route, wish, None)}")
+        return variant
+    if wish.exact not in (None, SOME_CUDA) and variant != wish.exact:
+        reading.note(_cuda_entry(reading, wish), "assumed",
+                     f"target cuda{variant}: conda-forge has no torch {release.line} build for CUDA {wish.exact}; "
+                     f"its cuda{variant.replace('.', '')} builds run on CUDA {wish.exact.split('.')[0]}.x libraries "
+                     f"(the spec pins cuda-version {variant})")
+    elif wish.exact in (None, SOME_CUDA):
+        if wish.exact == SOME_CUDA and (wish.majors or wish.ranges):
+            why = f"the file allows {_conditions(route, wish, None).split(', ', 1)[1]}"
+        elif wish.exact == SOME_CUDA:
+            why = "it asks for a CUDA build without a version"
+        else:
+            why = "no line names a CUDA version (pytorch-cuda, cuda-version, cudatoolkit, +cuXYZ, a cuXYZ index)"
+        reading.note(_torch_entry(reading), "assumed",
+                     f"target cuda{variant}: {why}; it is the newest CUDA of torch {release.line} on route "
+                     f"{route.value} that fits (add targets for others)")
+    return variant
+
+
+def _cuda_entry(reading: Reading, wish: CudaWish) -> str:
+    named = [h.entry for h in wish.hints if h.cuda == wish.exact]
+    return named[0] if named else _torch_entry(reading)
+
+
+def _hint_meaning(hint: Hint) -> str:
+    return {CPU: "the CPU target", SOME_CUDA: "a CUDA target"}.get(hint.cuda, f"target cuda{hint.cuda}")
+
+
+def _torch_entry(reading: Reading) -> str:
+    return (reading.conda_torch.text if reading.conda_torch else reading.pip_torch_text) or "torch"
+
+
+def _choose_python(reading: Reading, release: TorchRelease | None, exact: str | None,
+                   wanted: SpecifierSet, may_upgrade: bool = False) -> str:
+    default = load_import_rules().default_python
+    if release is None:
+        return exact or default
+    low, high = version_tuple(release.python.min), version_tuple(release.python.max)
+    supported = [f"3.{minor}" for minor in range(low[1], high[1] + 1)]
+    entry = reading.python.text if reading.python else "python (not listed)"
+    if exact:
+        if exact in supported or not may_upgrade:
+            return exact  # an unsupported one is refused with the reason when the spec is resolved
+        nearest = supported[0] if version_tuple(exact) < low else supported[-1]
+        reading.note(entry, "upgraded", f"python {exact} -> {nearest}: torch {release.line} supports Python "
+                                        f"{release.python.min} to {release.python.max}")
+        return nearest
+    allowed = [v for v in supported if wanted.contains(f"{v}.0")]
+    if not allowed:
+        raise reading.fail(
+            f"torch {release.line} supports Python {release.python.min} to {release.python.max}, and none of "
+            f"them fits {reading.python.text if reading.python else 'python'!r}")
+    chosen = default if default in allowed else allowed[-1]
+    reading.note(entry, "assumed", f"Python {chosen}, supported by torch {release.line}")
+    return chosen
+
+
+def _choose_torchvision(reading: Reading, release: TorchRelease | None, torch_upgraded: bool) -> str | None:
+    if reading.pip_torchvision is not None:
+        text = reading.pip_torchvision_text or "torchvision"
+        versions = [s.version for s in reading.pip_torchvision.specifier if s.operator in ("==", "===")]
+        exact = exact_version(versions[0]) if versions else None
+    elif reading.conda_torchvision is not None:
+        text = reading.conda_torchvision.text
+        exact = exact_version(reading.conda_torchvision.version)
+    else:
+        return None
+    if exact and release is not None and torch_upgraded and not paired_torchvision(release, exact) \
+            and release.torchvision_latest:
+        reading.note(text, "upgraded", f"torchvision {exact} -> {release.torchvision_latest}, the pair of "
+                                       f"torch {release.line}")
+        return release.torchvision_latest
+    if exact:
+        reading.note(text, "derived", f"torchvision {exact}")
+        return exact
+    if release is None or not release.torchvision_latest:
+        return None
+    reading.note(text, "assumed", f"torchvision {release.torchvision_latest}, the pair of torch {release.line}")
+    return release.torchvision_latest
+
+
+TORCH_PAIRS = ("torchaudio", "torchtext", "torchdata")  # released in step with torch, each pin fits one torch
+
+
+def _unpin_torch_pairs(reading: Reading, release: TorchRelease) -> None:
+    for extras in (reading.conda, reading.pip):
+        for index, package in enumerate(extras):
+            name = re.split(r"[=<>!~\s\[]", package, maxsplit=1)[0]
+            if name.lower() in TORCH_PAIRS and name != package:
+                extras[index] = name
+                reading.note(package, "upgraded", f"{name}'s pin is left out: it pairs with one torch release, "
+                                                  f"and torch moved to {release.line}")
+
+
+def _pip_index(reading: Reading, route: Route) -> str | None:
+    """A custom wheel index (a mirror) for the spec; the public PyTorch index is envbuild's default."""
+    if route is not Route.PIP:
+        for url in reading.pip_index_urls:
+            reading.note(url, "unmapped", "a PyTorch wheel index, but torch comes from conda here")
+        return None
+    if not reading.pip_index_urls:
+        return None
+    url = reading.pip_index_urls[0]
+    public = default_pip_index().split("{tag}", 1)[0]
+    if url.startswith(public):
+        return None
+    if not re.fullmatch(URL_PATTERN, url) or len(url) > 300:
+        reading.note(url, "unmapped", "not a URL an envbuild spec accepts")
+        return None
+    reading.note(url, "assumed", "pip_index: this mirror serves one CUDA tag; every pip target of the spec uses it")
+    return url
+
+
+def _name(reading: Reading, name: str | None) -> str:
+    wanted = name or reading.name or Path.cwd().name
+    chosen = spec_name(wanted, reading.source)
+    if chosen != wanted:
+        where = "name:" if not name and reading.name else "--name" if name else "this folder's name"
+        reading.note(f"{where} {wanted}", "assumed", f"name {chosen}: env names are lower case, without spaces")
+    return chosen
+
+
+def spec_name(wanted: str, source: str) -> str:
+    """A name the spec accepts: lower case, other characters as `-`."""
+    name = re.sub(r"[^a-z0-9_.\-]+", "-", wanted.lower()).strip("-_.")[:63]
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise UsageError(f"{source}: cannot make an env name from {wanted!r}; pass --name")
+    return name
+
+
+def _channels(reading: Reading, route: Route, target: str) -> list[str] | None:
+    channels = list(reading.channels)
+    if not channels:
+        return None
+    if route is Route.PYTORCH_CHANNEL:
+        # `pytorch::pytorch` and `nvidia::pytorch-cuda` name channels the list may lack; without them
+        # pytorch-cuda cannot solve, so they go first, as the legacy install instructions list them.
+        needed = ["pytorch"] + (["nvidia"] if target != CPU else [])
+        missing = [c for c in needed if c not in channels]
+        if missing:
+            channels = needed + [c for c in channels if c not in needed]
+            reading.note("channels:", "assumed", f"{', '.join(missing)} added first: route pytorch-channel takes "
+                                                 "pytorch and pytorch-cuda from them")
+    if not reading.nodefaults and "conda-forge" not in channels:
+        # conda adds its default channels to these unless `nodefaults` is listed; so does envbuild,
+        # with conda-forge in their place.
+        channels.append("conda-forge")
+        reading.note("channels:", "assumed", "conda-forge added where conda would add its defaults")
+    if tuple(channels) == DEFAULT_CHANNELS[route]:
+        return None
+    return channels
+
+
+def draft_from_environment(reading: Reading, name: str | None = None, compat: CompatData | None = None,
+                           upgrade: bool = False) -> SpecDraft:
+    """The spec data a reading leads to, with the notes of every decision. A file whose torch, CUDA or
+    Python is older than the compatibility data is refused with the nearest supported set, which
+    `upgrade=True` writes instead (each change an `upgraded` note)."""
+    compat = compat or load_compat()
+    route = _route(reading)
+    wish = _cuda_hint(reading, route)
+    python_exact, python_wanted = _python_wish(reading)
+    torch, release = _choose_release(reading, compat, route, wish, python_exact)
+    target = _choose_cuda(reading, route, wish, release)
+    torch_upgraded = any(n.outcome == "upgraded" and n.reason.startswith("torch ") for n in reading.notes)
+    python = _choose_python(reading, release, python_exact, python_wanted, may_upgrade=torch_upgraded)
+    torchvision = _choose_torchvision(reading, release, torch_upgraded)
+    if torch_upgraded:
+        _unpin_torch_pairs(reading, release)
+    if reading.python and python_exact and python == python_exact:
+        reading.note(reading.python.text, "derived", f"python: {python}")
+    torch_entry = _torch_entry(reading)
+    if not any(n.entry == torch_entry and n.outcome in ("assumed", "upgraded") and n.reason.startswith("torch ")
+               for n in reading.notes):
+        said = [_hint_meaning(h) for h in wish.hints if h.entry == torch_entry]
+        reading.note(torch_entry, "derived", ", ".join([f"torch {torch}", f"route {route.value}", *said]))
+    upgrades = [n for n in reading.notes if n.outcome == "upgraded"]
+    if upgrades and not upgrade:
+        changes = "; ".join(re.split(r"[:,]", n.reason)[0] for n in upgrades)
+        raise reading.fail(
+            f"{upgrades[0].entry!r} is older than what envbuild builds; the nearest set it builds is {changes} "
+            f"(route {route.value}). Run `envbuild init --from {reading.source} --upgrade` to write that, each "
+            "change listed")
+    if reading.exported:
+        reading.note("(the whole file)", "assumed",
+                     f"a `conda env export`: all {reading.conda_lines} installed packages were pinned there, so "
+                     "every dependency is now an extra; keep in `conda:` only what you asked for")
+    data: dict[str, Any] = {
+        "name": _name(reading, name),
+        "description": f"imported from {Path(reading.source).name} by envbuild init",
+        "python": python,
+        "torch": torch,
+    }
+    if torchvision:
+        data["torchvision"] = torchvision
+    data["route"] = route.value
+    if reading.platforms:
+        data["platforms"] = reading.platforms
+    channels = _channels(reading, route, target)
+    if channels:
+        data["channels"] = channels
+    pip_index = _pip_index(reading, route)
+    if pip_index:
+        data["pip_index"] = pip_index
+    data["targets"] = [{"cuda": target}]
+    data["conda"] = list(reading.conda)
+    data["pip"] = list(reading.pip)
+    if not re.fullmatch(r"[^\x00-\x1f\x7f]*", data["description"]) or len(data["description"]) > 500:
+        data["description"] = "imported by envbuild init"
+    return SpecDraft(data, tuple(reading.notes), Path(reading.source))
+
+
+def starter_draft(name: str | None = None, compat: CompatData | None = None) -> SpecDraft:
+    """A spec for a team that has no environment.yml: the newest verified torch on conda-forge."""
+    compat = compat or load_compat()
+    releases = [r for r in compat.releases()
+                if r.confidence != "projected" and r.cuda_variants(Route.CONDA_FORGE)]
+    release = releases[-1]
+    python = _choose_python(Reading("starter"), release, None, SpecifierSet())
+    data = {
+        "name": spec_name(name or Path.cwd().name, "envbuild init"),
+        "python": python,
+        "torch": release.latest,
+        "torchvision": release.torchvision_latest,
+        "route": Route.CONDA_FORGE.value,
+        "targets": [{"cuda": release.cuda_variants(Route.CONDA_FORGE)[-1]}, {"cuda": CPU}],
+        "conda": ["numpy"],
+        "pip": [],
+    }
+    return SpecDraft(data)

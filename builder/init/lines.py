@@ -1,0 +1,177 @@
+"""The lines of an environment file, one at a time: conda MatchSpecs, CUDA tags and build strings, versions.
+
+Nothing here decides anything about a whole file; `builder.init.read` gathers what the lines say and
+`builder.init.choose` decides. The package rules (`data/import_rules.yaml`) say what happens to the
+packages that are not torch, torchvision, python or a CUDA switch.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from builder.spec.model import Route
+
+Outcome = Literal["derived", "assumed", "unpinned", "dropped", "unmapped", "upgraded"]
+CPU = "cpu"
+SOME_CUDA = "cuda"  # a CUDA build without a version (`pytorch-gpu`, `pytorch=*=cuda*`)
+
+CONDA_TORCH = {"pytorch", "torch"}
+CONDA_TORCH_FLAVOURS = {"pytorch-gpu": SOME_CUDA, "pytorch-cpu": CPU}
+OPERATORS = ("==", ">=", "<=", "!=", "~=", ">", "<")
+
+
+@dataclass(frozen=True)
+class Note:
+    """What happened to one line of the environment.yml, when it was not simply kept."""
+
+    entry: str
+    outcome: Outcome
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"entry": self.entry, "outcome": self.outcome, "reason": self.reason}
+
+
+
+@dataclass(frozen=True)
+class Rule:
+    section: Literal["conda", "pip"]
+    names: tuple[str, ...]
+    action: Literal["keep", "unpin", "drop"]
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ImportRules:
+    default_python: str
+    rules: tuple[Rule, ...]
+
+    def rule_for(self, section: str, name: str) -> Rule | None:
+        for rule in self.rules:
+            if rule.section == section and any(fnmatch.fnmatchcase(name, p) for p in rule.names):
+                return rule
+        return None
+
+
+@lru_cache(maxsize=1)
+def load_import_rules() -> ImportRules:
+    text = resources.files("builder").joinpath("data/import_rules.yaml").read_text(encoding="utf-8")
+    raw = yaml.safe_load(text)
+    rules = tuple(
+        Rule(r["section"], tuple(r["names"]), r["action"], r.get("reason", "")) for r in raw["rules"]
+    )
+    return ImportRules(str(raw["default_python"]), rules)
+
+
+
+@dataclass(frozen=True)
+class CondaLine:
+    text: str
+    name: str
+    version: str | None  # "2.1.0", "2.1.*", ">=2.0,<2.2"; None when unpinned
+    build: str | None
+    channel: str | None  # `pytorch::pytorch` -> "pytorch"
+
+    def spec(self, with_version: bool = True) -> str:
+        if not with_version or not self.version:
+            return self.name
+        if self.version.startswith(OPERATORS):
+            return f"{self.name}{self.version}"
+        return f"{self.name}={self.version}"
+
+
+def parse_conda_line(text: str) -> CondaLine | None:
+    """A conda MatchSpec as environment.yml files write it; None when it has a form envbuild cannot read."""
+    channel = None
+    body = text.strip()
+    if "::" in body:
+        channel, _, body = body.partition("::")
+    match = re.fullmatch(r"([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*(.*)", body.strip())
+    if not match or "[" in match[2] or "|" in match[2]:
+        return None
+    name, rest = match[1].lower(), match[2].strip()
+    version = build = None
+    if rest.startswith("=") and not rest.startswith("=="):
+        version, _, build = rest[1:].partition("=")
+    elif rest:
+        parts = rest.split()
+        if len(parts) > 1 and parts[0] in OPERATORS:
+            parts = [parts[0] + parts[1], *parts[2:]]
+        if len(parts) > 2:
+            return None
+        version = parts[0]
+        build = parts[1] if len(parts) == 2 else None
+        # `pytorch>=2.1.0=cuda120*`, `pytorch==2.1.0=py3.10_cuda12.1_0`: a constraint, then a build
+        with_build = re.fullmatch(r"((?:==|>=|<=|!=|~=|>|<)[^=]*[^=<>!~])=([^=<>!~]+)", version)
+        if with_build:
+            version, build = with_build[1], with_build[2]
+    if version in ("*", ""):  # `torchvision=*=cuda120*`: any version, this build
+        version = None
+    return CondaLine(text, name, version or None, build or None, channel or None)
+
+
+def cuda_from_tag(tag: str) -> str | None:
+    """`cu121` -> `12.1`, `cu118` -> `11.8`, `cpu` -> `cpu`: the wheel index and local-version tags."""
+    if tag == CPU:
+        return CPU
+    match = re.fullmatch(r"cu(\d+)(\d)", tag)
+    return f"{int(match[1])}.{match[2]}" if match else None
+
+
+def cuda_from_build(build: str) -> tuple[str | None, Route | None]:
+    """The CUDA a torch build string names, and the channel family the string's form belongs to.
+
+    Legacy pytorch channel: `py3.11_cuda12.1_cudnn8.9.2_0`, `py3.11_cpu_0`. conda-forge:
+    `cuda126_mkl_py311h...`, `cpu_mkl_py311h...`, and match patterns such as `cuda*` or `cuda129*`.
+    """
+    legacy = re.search(r"cuda(\d+\.\d+)", build)
+    if legacy:
+        return legacy[1], Route.PYTORCH_CHANNEL
+    if re.match(r"py\d\.\d+_cpu", build):
+        return CPU, Route.PYTORCH_CHANNEL
+    compact = re.match(r"cuda(\d\d)(\d)", build)
+    if compact:
+        return f"{int(compact[1])}.{compact[2]}", Route.CONDA_FORGE
+    if re.match(r"cuda(\*|_|$)", build):
+        return SOME_CUDA, Route.CONDA_FORGE
+    if re.match(r"cpu(\*|_|$)", build):
+        return CPU, Route.CONDA_FORGE
+    return None, None
+
+
+def cuda_from_version(version: str | None) -> str | None:
+    """`12.1`, `=12.1`, `12.1.105` -> `12.1` (pytorch-cuda, cudatoolkit and cuda-version pins)."""
+    match = re.fullmatch(r"=*(\d+)\.(\d+)(\.[0-9.*]+)?\*?", version or "")
+    return f"{match[1]}.{match[2]}" if match else None
+
+
+def exact_version(version: str | None) -> str | None:
+    match = re.fullmatch(r"=*(\d+\.\d+\.\d+)(\+[A-Za-z0-9.]+)?", version or "")
+    return match[1] if match else None
+
+
+def version_specifier(version: str | None) -> SpecifierSet | None:
+    """A conda or pip version constraint as a PEP 440 set; None when it cannot be read."""
+    if not version:
+        return SpecifierSet()
+    text = version.lstrip("=") if not version.startswith(OPERATORS[1:]) else version
+    if re.fullmatch(r"\d+(\.\d+)*(\.\*)?", text):
+        return SpecifierSet(f"=={text}" if text.endswith("*") else f"=={text}.*")
+    try:
+        return SpecifierSet(version.replace(" ", ""))
+    except InvalidSpecifier:
+        return None
+
+
+def python_minor(version: str | None) -> str | None:
+    match = re.fullmatch(r"=*(3)\.(\d+)(\.[0-9*]+)*\*?", version or "")
+    return f"{match[1]}.{match[2]}" if match else None
+

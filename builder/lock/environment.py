@@ -1,0 +1,111 @@
+"""The environment.yml of a Target: what conda-lock solves for it, and what `envbuild render` shows.
+
+A pure function of the Target (templates in docker/): the conda part with torch pinned to the target's
+CUDA build per platform, the pip part left to the lock's pip stage (builder/lock/pip_part.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from builder import __version__
+from builder.spec.compat import load_platforms
+from builder.spec.cuda_builds import companion_names, package_name, pin_to_cuda_build
+from builder.spec.model import Route
+from builder.spec.target import Target
+from builder.templates import environment
+
+
+@dataclass(frozen=True)
+class CondaLine:
+    spec: str
+    selector: str | None = None  # conda-lock platform selector token, None for every platform
+
+
+def _torch_conda_lines(target: Target, companions: Sequence[str] = ()) -> list[CondaLine]:
+    """How torch gets its CUDA, per route, per platform (CUDA builds only where CUDA exists).
+
+    `companions`: the spec's conda lines of packages built per CUDA (torchaudio, ...), pinned to
+    the target's CUDA build next to torch's on every platform with CUDA."""
+    platform_info = load_platforms()
+    lines: list[CondaLine] = []
+    flavours = {p: target.uses_cuda_on(p) for p in target.platforms}
+    uniform = len(set(flavours.values())) == 1
+
+    def per_platform(make: Any) -> None:
+        if uniform:
+            lines.extend(CondaLine(spec) for spec in make(next(iter(flavours.values()))))
+            return
+        for platform, cuda in flavours.items():
+            selector = platform_info[platform].selector
+            lines.extend(CondaLine(spec, selector) for spec in make(cuda))
+
+    if target.route is Route.CONDA_FORGE:
+        def conda_forge(cuda: bool) -> list[str]:
+            # The build string names its CUDA (cuda129_*): `cuda-version` alone also admits older
+            # builds (a cuda126 build needs cuda-version >=12.6,<13), which may win the solve.
+            build = f"{target.conda_forge_build_prefix}*" if cuda else "cpu*"
+            specs = [f"pytorch={target.torch}={build}"]
+            if cuda:
+                specs.append(f"cuda-version={target.cuda}")
+            # torchvision's CUDA builds all accept any cuda-version of their major: without its
+            # build pinned, a cuda126 torchvision can sit next to a cuda129 torch.
+            if target.torchvision:
+                specs.append(f"torchvision={target.torchvision}={build}")
+            specs += [pin_to_cuda_build(line, target.route, target.cuda) if cuda and target.cuda else line
+                      for line in companions]
+            return specs
+
+        per_platform(conda_forge)
+    elif target.route is Route.PYTORCH_CHANNEL:
+        def legacy(cuda: bool) -> list[str]:
+            specs = [f"pytorch={target.torch}", f"pytorch-cuda={target.cuda}" if cuda else "cpuonly"]
+            if target.torchvision:
+                specs.append(f"torchvision={target.torchvision}")
+            return specs
+
+        per_platform(legacy)
+    return lines
+
+
+def environment_context(target: Target) -> dict[str, Any]:
+    spec = target.spec
+    built_per_cuda = set(companion_names(target.route))
+    companions = [line for line in spec.conda if package_name(line) in built_per_cuda]
+    conda = [CondaLine(f"python={target.python}")]
+    conda += _torch_conda_lines(target, companions)
+    conda += [CondaLine(package) for package in spec.conda if package not in companions]
+    pip: list[str] = []
+    if target.route is Route.PIP:
+        local = f"+{target.pip_tag}"
+        pip.append(f"torch=={target.torch}{local}")
+        if target.torchvision:
+            pip.append(f"torchvision=={target.torchvision}{local}")
+    pip += list(spec.pip)
+    if pip and not any(line.spec.split("=")[0] == "pip" for line in conda):
+        conda.append(CondaLine("pip"))
+    return {
+        "version": __version__,
+        "env_name": spec.name,
+        "target_key": target.key,
+        "channels": list(target.channels),
+        "conda": conda,
+        "pip": pip,
+        "pip_repositories": [target.pip_index] if target.pip_index else [],
+        "allow_pypi_requests": target.allow_pypi_requests,
+    }
+
+
+def conda_environment_yml(target: Target) -> str:
+    """The environment.yml conda-lock solves: the target's conda part (pip itself included), its pip
+    requirements left to builder/lock/pip_part.py."""
+    context = {**environment_context(target), "pip": [], "pip_repositories": []}
+    return environment().get_template("environment.yml.j2").render(context)
+
+
+def environment_yml(target: Target) -> str:
+    """The whole environment.yml of a target, pip part included: what `envbuild render` writes for
+    a team to read (the lock solves `conda_environment_yml` and resolves the pip part on its own)."""
+    return environment().get_template("environment.yml.j2").render(environment_context(target))

@@ -1,0 +1,710 @@
+"""Verified install of one platform of a conda-lock.yml: every package's hash is checked first.
+
+Every package is downloaded by this module (file:// and http(s)://) and its sha256 and md5 are
+compared with the lock BEFORE anything is linked; only then does `rattler.install` link the verified
+local files, from a fresh package cache per call (rattler does not check the sha256 of file://
+packages and keeps a wrong hash in its cache, so a shared cache could launder a bad file). The pip
+entries of the lock are installed after, by the environment's own pip with `--require-hashes`.
+
+This module runs in two places:
+- on the host (`install_lock`, `export_platform_plan`), which takes the lock as builder.lock.lockfile
+  reads it (one model, one set of messages);
+- inside an image's builder stage, where only a Python >= 3.10 and the py-rattler wheel exist:
+  `python -m builder.lock.install --plan plan.json --prefix /opt/env [--staging /out/opt/env]`.
+So at module level it imports only the standard library and rattler (the image holds this one file, not
+the package); YAML, pydantic, conda-lock and builder.errors are imported inside the host-only functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import rattler
+
+if TYPE_CHECKING:  # host-only, and only for annotations: the image has no pydantic
+    from builder.lock.lockfile import CondaLock
+
+PLAN_FORMAT = 1
+PLAN_KIND = "envbuild-install-plan"
+# Big CUDA packages over a slow mirror: a whole install may take many minutes.
+DEFAULT_TIMEOUT_S = 3600.0
+_CHUNK = 1 << 20
+_REQUEST_TIMEOUT_S = 60.0
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+_MD5_RE = re.compile(r"[0-9a-f]{32}")
+_PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+# conda-meta fields that name this call's temporary package cache: dropped so that an installed
+# prefix (and an image layer made of it) does not depend on where the cache happened to be.
+_CACHE_FIELDS = ("extracted_package_dir", "link", "package_tarball_full_path")
+_CACHE_TAG = "CACHEDIR.TAG"
+# What an image's builder stage holds of envbuild to run this module alone (`python3 -m
+# builder.lock.install`), relative to the builder package: the package faces on the way down, this
+# module, and proc.py for its exit. The build context copies these, and its test runs exactly these.
+RUNS_ALONE_WITH = ("__init__.py", "proc.py", "lock/__init__.py", "lock/install.py")
+
+
+class InstallError(Exception):
+    """A failure the user can act on, as one line. Host-side entry points re-raise it as
+    builder.errors.EnvbuildError; the in-image entry point prints it and exits 1."""
+
+
+@dataclass(frozen=True)
+class CondaArtifact:
+    """One conda package of the plan, with the hashes the lock promises."""
+
+    name: str
+    version: str
+    url: str
+    sha256: str | None = None
+    md5: str | None = None
+
+    @property
+    def file_name(self) -> str:
+        return _file_name_of(self.url)
+
+
+@dataclass(frozen=True)
+class PipArtifact:
+    """One pip wheel (or sdist) of the plan; pip checks `sha256` with --require-hashes."""
+
+    name: str
+    version: str
+    url: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    """What to install for one platform: the JSON the image build carries into its builder stage."""
+
+    platform: str
+    conda: tuple[CondaArtifact, ...]
+    pip: tuple[PipArtifact, ...] = ()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "kind": PLAN_KIND,
+            "format": PLAN_FORMAT,
+            "platform": self.platform,
+            "conda": [asdict(a) for a in self.conda],
+            "pip": [asdict(a) for a in self.pip],
+        }
+
+    @classmethod
+    def from_json_dict(cls, data: object, source: str) -> InstallPlan:
+        """Validate a plan read from JSON; any defect is one InstallError line naming `source`."""
+        if not isinstance(data, dict) or data.get("kind") != PLAN_KIND:
+            raise InstallError(f"{source}: not an envbuild install plan (no \"kind\": \"{PLAN_KIND}\")")
+        if data.get("format") != PLAN_FORMAT:
+            raise InstallError(
+                f"{source}: install plan format {data.get('format')!r} is not {PLAN_FORMAT}: "
+                "export the plan again with this envbuild version"
+            )
+        platform = data.get("platform")
+        if not isinstance(platform, str) or not platform:
+            raise InstallError(f"{source}: install plan has no platform")
+        conda = tuple(_conda_artifact(e, f"{source}: conda[{i}]") for i, e in enumerate(_list(data, "conda", source)))
+        pip = tuple(_pip_artifact(e, f"{source}: pip[{i}]") for i, e in enumerate(_list(data, "pip", source)))
+        return cls(platform=platform, conda=conda, pip=pip)
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    """What an install did. `root` is where files were written (the staging folder when staging),
+    `prefix` the path written into files (where the environment will live)."""
+
+    prefix: Path
+    root: Path
+    conda_packages: int
+    pip_packages: int
+    downloaded_bytes: int
+    seconds: float
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "prefix": str(self.prefix), "root": str(self.root)}
+
+
+# ---------------------------------------------------------------- reading plans (stdlib only)
+
+
+def read_plan(path: Path) -> InstallPlan:
+    """Read an install plan written by `export_platform_plan` (JSON)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InstallError(f"{path}: install plan not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InstallError(f"{path}: install plan is not readable JSON ({exc})") from None
+    return InstallPlan.from_json_dict(data, str(path))
+
+
+def _is_plan_file(path: Path) -> bool:
+    """A JSON file written by `export_platform_plan` (not a conda-lock.yml in JSON form)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False  # read_lock says what is wrong with it
+    return isinstance(data, dict) and data.get("kind") == PLAN_KIND
+
+
+def read_explicit(path: Path) -> InstallPlan:
+    """Read a conda explicit lockfile (`@EXPLICIT`, `URL#md5` lines, `# pip name @ URL` lines).
+
+    Explicit files carry only md5 for conda packages; pip lines are left to the caller (conda-lock
+    installs them with a separate `run pip install` call), so the plan has no pip entries.
+    """
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InstallError(f"{path}: cannot read explicit lockfile ({exc.strerror})") from None
+    if "@EXPLICIT" not in (line.strip() for line in lines):
+        raise InstallError(f"{path}: not an explicit lockfile (no @EXPLICIT line)")
+    platform = _explicit_platform(lines) or "noarch"
+    artifacts = tuple(
+        _explicit_artifact(line.strip(), f"{path}:{n}")
+        for n, line in enumerate(lines, start=1)
+        if line.strip() and not line.lstrip().startswith(("#", "@"))
+    )
+    return InstallPlan(platform=platform, conda=artifacts)
+
+
+# ---------------------------------------------------------------- host side (conda-lock.yml)
+
+
+def export_platform_plan(lockfile: Path | CondaLock, platform: str, source: str = "") -> dict[str, Any]:
+    """The JSON install plan (urls, sha256, md5, pip entries) of one platform of a lockfile.
+
+    Host-only: takes the lock as read once by builder.lock.lockfile.read_lock (or its path). Raises
+    EnvbuildError with one line when the file is missing, corrupted or lacks the platform.
+    """
+    return _host_errors(lambda: plan_from_lock(lockfile, platform, source).to_json_dict())
+
+
+def plan_from_lock(lockfile: Path | CondaLock, platform: str, source: str = "") -> InstallPlan:
+    """The install plan of `platform` of a lock: a CondaLock, a conda-lock.yml, or a JSON plan file
+    written by `export_platform_plan`. `source` names a CondaLock's file in messages."""
+    if isinstance(lockfile, (str, Path)):
+        path = Path(lockfile)
+        if path.suffix == ".json" and _is_plan_file(path):
+            plan = read_plan(path)
+            if plan.platform != platform:
+                raise InstallError(f"{path}: install plan is for {plan.platform}, not {platform}")
+            return plan
+        from builder.lock.lockfile import read_lock  # host-only: pydantic and YAML (which reads JSON locks too)
+
+        return _plan_from_conda_lock(read_lock(path), platform, str(path))
+    return _plan_from_conda_lock(lockfile, platform, source or "the lock")
+
+
+def install_lock(
+    lockfile: Path,
+    platform: str,
+    prefix: Path,
+    *,
+    staging: Path | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    cache_dir: Path | None = None,
+    pip: bool = True,
+) -> InstallResult:
+    """Install `platform` of `lockfile` into `prefix` (or into `staging`, with `prefix` written
+    into the files), every package hash-checked before anything is linked.
+
+    `cache_dir` chooses where this call's fresh download folder and package cache are made (e.g.
+    on the prefix's file system); they are removed afterwards. `pip=False` skips the pip entries.
+    Raises EnvbuildError (one line) on a bad lockfile, a hash mismatch, a failed download or install.
+    """
+    return _host_errors(
+        lambda: install_plan(
+            plan_from_lock(lockfile, platform),
+            Path(prefix),
+            staging=staging,
+            timeout=timeout,
+            cache_dir=cache_dir,
+            pip=pip,
+        )
+    )
+
+
+# ---------------------------------------------------------------- installing (stdlib + rattler)
+
+
+def install_plan(
+    plan: InstallPlan,
+    prefix: Path,
+    *,
+    staging: Path | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    cache_dir: Path | None = None,
+    pip: bool = True,
+) -> InstallResult:
+    """Download and verify every conda package of `plan`, then link them and install its pip
+    entries. Raises InstallError; nothing is linked unless every conda package verified."""
+    started = time.monotonic()
+    deadline = started + timeout
+    prefix = Path(prefix)
+    root = Path(staging) if staging is not None else prefix
+    wanted_pip = plan.pip if pip else ()
+    _check_pip_entries(wanted_pip)
+    if cache_dir is not None:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="envbuild-install-", dir=cache_dir))
+    try:
+        verified, downloaded = _download_all(plan.conda, work / "downloads", deadline)
+        _link(plan, verified, root, prefix if staging is not None else None, work / "pkgs", deadline)
+        if wanted_pip:
+            _pip_install(wanted_pip, root, prefix, work, deadline, compile_now=staging is None)
+        if staging is not None:
+            _compile_bytecode(root, prefix, deadline)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return InstallResult(
+        prefix=prefix,
+        root=root,
+        conda_packages=len(plan.conda),
+        pip_packages=len(wanted_pip),
+        downloaded_bytes=downloaded,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _download_all(
+    artifacts: tuple[CondaArtifact, ...], folder: Path, deadline: float
+) -> tuple[list[tuple[CondaArtifact, Path]], int]:
+    """Download each package into its own folder and check its hashes; the first mismatch raises."""
+    verified: list[tuple[CondaArtifact, Path]] = []
+    total = 0
+    for index, artifact in enumerate(artifacts):
+        target = folder / f"{index:05d}" / artifact.file_name
+        target.parent.mkdir(parents=True)
+        sha256, md5, size = _download(artifact.url, target, deadline, artifact.name)
+        _verify(artifact, sha256, md5)
+        verified.append((artifact, target))
+        total += size
+    return verified, total
+
+
+def _verify(artifact: CondaArtifact, sha256: str, md5: str) -> None:
+    for kind, expected, actual in (("sha256", artifact.sha256, sha256), ("md5", artifact.md5, md5)):
+        if expected is not None and expected != actual:
+            raise InstallError(
+                f"{artifact.name} {artifact.version} ({artifact.file_name}): {kind} mismatch, "
+                f"lock expects {expected}, downloaded file has {actual}; nothing was installed"
+            )
+
+
+def _download(url: str, target: Path, deadline: float, what: str) -> tuple[str, str, int]:
+    """Copy `url` to `target`, hashing on the way; returns (sha256, md5, size)."""
+    resolved = _expand_url(url, what)
+    scheme = urllib.parse.urlsplit(resolved).scheme
+    try:
+        if scheme == "file":
+            with open(urllib.request.url2pathname(urllib.parse.urlsplit(resolved).path), "rb") as src:
+                return _copy_hashing(src, target, deadline, what)
+        if scheme in ("http", "https"):
+            timeout = max(1.0, min(_REQUEST_TIMEOUT_S, deadline - time.monotonic()))
+            with urllib.request.urlopen(resolved, timeout=timeout) as src:  # noqa: S310 - scheme checked
+                return _copy_hashing(src, target, deadline, what)
+    except OSError as exc:
+        reason = getattr(exc, "reason", None) or exc.strerror or exc
+        raise InstallError(f"{what}: cannot download {url} ({reason})") from None
+    raise InstallError(f"{what}: unsupported URL scheme in {url} (use file://, http:// or https://)")
+
+
+def _copy_hashing(src: Any, target: Path, deadline: float, what: str) -> tuple[str, str, int]:
+    sha256, md5, size = hashlib.sha256(), hashlib.md5(), 0  # noqa: S324 - md5 is conda's, not security
+    with open(target, "wb") as out:
+        while chunk := src.read(_CHUNK):
+            if time.monotonic() > deadline:
+                raise InstallError(f"{what}: install timed out while downloading; raise the timeout")
+            sha256.update(chunk)
+            md5.update(chunk)
+            out.write(chunk)
+            size += len(chunk)
+    return sha256.hexdigest(), md5.hexdigest(), size
+
+
+def _expand_url(url: str, what: str) -> str:
+    """Fill `${VAR}` placeholders (conda-lock writes channel tokens that way) from the environment."""
+    expanded = os.path.expandvars(url)
+    if "$" in expanded:
+        raise InstallError(f"{what}: URL {url} names an environment variable that is not set")
+    return expanded
+
+
+def _link(
+    plan: InstallPlan,
+    verified: list[tuple[CondaArtifact, Path]],
+    root: Path,
+    written_prefix: Path | None,
+    package_cache: Path,
+    deadline: float,
+) -> None:
+    """Link the verified local files with rattler; conda-meta then names the locked URLs."""
+    if not verified:
+        return
+    records = _run_async(_records_for(verified), deadline, "reading packages")
+    root.mkdir(parents=True, exist_ok=True)
+    had_cache_tag = (root / _CACHE_TAG).exists()
+    install = rattler.install(
+        records,
+        target_prefix=root,
+        cache_dir=package_cache,
+        platform=rattler.Subdir(plan.platform),
+        show_progress=False,
+        execute_link_scripts=False,
+        alternative_target_prefix=written_prefix,
+    )
+    _run_async(install, deadline, "linking")
+    if not had_cache_tag:
+        # rattler marks prefixes as caches (pixi's choice, so backups skip them); an image's
+        # environment is not a cache, and backup tools must not skip it.
+        (root / _CACHE_TAG).unlink(missing_ok=True)
+    for artifact, _ in verified:
+        _restore_locked_origin(root, artifact)
+
+
+async def _records_for(verified: list[tuple[CondaArtifact, Path]]) -> list[rattler.RepoDataRecord]:
+    records = []
+    for artifact, path in verified:
+        try:
+            record = await rattler.RepoDataRecord.from_package_archive(path)
+        except Exception as exc:  # noqa: BLE001 - rattler's errors are plain exceptions
+            raise InstallError(f"{artifact.name}: {artifact.file_name} is not a conda package ({exc})") from None
+        # The hashes were verified against the lock above; the record carries them into conda-meta.
+        record.md5 = bytes.fromhex(_md5_of(path)) if artifact.md5 is None else bytes.fromhex(artifact.md5)
+        record.channel = _channel_of(artifact.url)
+        records.append(record)
+    return records
+
+
+def _md5_of(path: Path) -> str:
+    digest = hashlib.md5()  # noqa: S324 - conda's file hash, not security
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _restore_locked_origin(root: Path, artifact: CondaArtifact) -> None:
+    """conda-meta records the local file rattler linked from; put back the lock's URL and drop the
+    fields that name this call's temporary cache."""
+    stem = _dist_name(artifact.file_name)
+    meta = root / "conda-meta" / f"{stem}.json"
+    if not meta.is_file():
+        raise InstallError(f"{artifact.name}: rattler left no conda-meta/{stem}.json; the install is incomplete")
+    record = json.loads(meta.read_text(encoding="utf-8"))
+    record["url"] = artifact.url
+    record["channel"] = _channel_of(artifact.url)
+    for field in _CACHE_FIELDS:
+        record.pop(field, None)
+    meta.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _pip_install(entries: tuple[PipArtifact, ...], root: Path, prefix: Path, work: Path, deadline: float,
+                 compile_now: bool = True) -> None:
+    python = root / "bin" / "python"
+    if not python.exists():
+        raise InstallError(
+            f"the lock has {len(entries)} pip package(s) but the environment has no bin/python: "
+            "add python to the conda dependencies"
+        )
+    requirements = work / "pip-requirements.txt"
+    requirements.write_text(
+        "".join(f"{e.name} @ {_expand_url(e.url, e.name)} --hash=sha256:{e.sha256}\n" for e in entries),
+        encoding="utf-8",
+    )
+    command = [
+        str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--require-hashes",
+        "--disable-pip-version-check", "--no-input", *([] if compile_now else ["--no-compile"]),
+        "-r", str(requirements),
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()), check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise InstallError("pip install of the locked wheels timed out; raise the timeout") from None
+    if done.returncode != 0:
+        raise InstallError(f"pip install of the locked wheels failed: {_last_line(done.stderr or done.stdout)}")
+    if root != prefix:
+        _retarget_shebangs(root, prefix)
+
+
+def _compile_bytecode(root: Path, prefix: Path, deadline: float) -> None:
+    """Byte-compile the staged env with pycs that name no source mtime (`unchecked-hash`).
+
+    The image build gives every staged file one fixed mtime so the layer is reproducible; pycs that
+    record the install-time mtime (pip's, conda's) then all read as stale, and every python process
+    as the image's non-root user compiled each imported module again (904 modules, 3.2 s instead of
+    1.3 s for `import torch` 2.14.1 measured). Same sources, same bytes: PYTHONHASHSEED is fixed and
+    the paths compiled in are the final prefix's. A file that does not compile keeps no pyc."""
+    python = root / "bin" / "python"
+    if not python.exists() or not (root / "lib").is_dir():
+        return
+    command = [
+        str(python), "-m", "compileall", "-q", "-f", "-j", "0", "--invalidation-mode", "unchecked-hash",
+        "-s", str(root.resolve()), "-p", str(prefix), str((root / "lib").resolve()),
+    ]  # fmt: skip
+    try:
+        subprocess.run(command, capture_output=True, timeout=max(1.0, deadline - time.monotonic()), check=False,
+                       env={**os.environ, "PYTHONHASHSEED": "0"})
+    except subprocess.TimeoutExpired:
+        raise InstallError("byte-compiling the environment timed out; raise the timeout") from None
+
+
+def _retarget_shebangs(root: Path, prefix: Path) -> None:
+    """pip writes the staging interpreter into console-script shebangs; the image runs the final one."""
+    staged = f"#!{root}/bin/".encode()
+    final = f"#!{prefix}/bin/".encode()
+    for script in (root / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        with open(script, "rb") as f:
+            head = f.read(len(staged))
+        if head == staged:
+            script.write_bytes(final + script.read_bytes()[len(staged) :])
+
+
+def _check_pip_entries(entries: tuple[PipArtifact, ...]) -> None:
+    for entry in entries:
+        if not _SHA256_RE.fullmatch(entry.sha256):
+            raise InstallError(
+                f"pip package {entry.name} {entry.version} has no sha256 in the lock: lock again "
+                "against an index that serves #sha256= fragments"
+            )
+
+
+def _run_async(awaitable: Any, deadline: float, step: str) -> Any:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise InstallError(f"install timed out before {step}; raise the timeout")
+
+    async def bounded() -> Any:
+        return await asyncio.wait_for(awaitable, timeout=remaining)
+
+    try:
+        return asyncio.run(bounded())
+    except asyncio.TimeoutError:
+        raise InstallError(f"install timed out while {step}; raise the timeout") from None
+    except InstallError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - rattler raises its own exception classes
+        raise InstallError(f"{step} failed: {_first_line(str(exc))}") from None
+
+
+# ---------------------------------------------------------------- small helpers
+
+
+def _file_name_of(url: str) -> str:
+    name = urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]
+    return urllib.parse.unquote(name)
+
+
+def _dist_name(file_name: str) -> str:
+    for suffix in _PACKAGE_SUFFIXES:
+        if file_name.endswith(suffix):
+            return file_name[: -len(suffix)]
+    raise InstallError(f"{file_name}: not a conda package file name (.conda or .tar.bz2)")
+
+
+def _channel_of(url: str) -> str:
+    """The channel URL of a package URL: everything before `/<subdir>/<file>`."""
+    return url.split("#", 1)[0].rsplit("/", 2)[0]
+
+
+def _list(data: dict[str, Any], key: str, source: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise InstallError(f"{source}: \"{key}\" must be a list")
+    return value
+
+
+def _text(entry: dict[str, Any], key: str, where: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value:
+        raise InstallError(f"{where}: \"{key}\" is missing or not a string")
+    return value
+
+
+def _hash(entry: dict[str, Any], key: str, pattern: re.Pattern[str], where: str) -> str | None:
+    value = entry.get(key)
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise InstallError(f"{where}: \"{key}\" is not a hex {key} digest")
+    return value
+
+
+def _conda_artifact(entry: object, where: str) -> CondaArtifact:
+    if not isinstance(entry, dict):
+        raise InstallError(f"{where}: must be an object")
+    artifact = CondaArtifact(
+        name=_text(entry, "name", where),
+        version=_text(entry, "version", where),
+        url=_text(entry, "url", where),
+        sha256=_hash(entry, "sha256", _SHA256_RE, where),
+        md5=_hash(entry, "md5", _MD5_RE, where),
+    )
+    _check_conda_artifact(artifact, where)
+    return artifact
+
+
+def _check_conda_artifact(artifact: CondaArtifact, where: str) -> None:
+    if artifact.sha256 is None and artifact.md5 is None:
+        raise InstallError(f"{where}: {artifact.name} has neither sha256 nor md5; it cannot be verified")
+    if not artifact.file_name.endswith(_PACKAGE_SUFFIXES):
+        raise InstallError(f"{where}: {artifact.url} is not a .conda or .tar.bz2 package URL")
+
+
+def _pip_artifact(entry: object, where: str) -> PipArtifact:
+    if not isinstance(entry, dict):
+        raise InstallError(f"{where}: must be an object")
+    return PipArtifact(
+        name=_text(entry, "name", where),
+        version=_text(entry, "version", where),
+        url=_text(entry, "url", where),
+        sha256=_hash(entry, "sha256", _SHA256_RE, where) or "",
+    )
+
+
+def _explicit_platform(lines: list[str]) -> str | None:
+    for line in lines:
+        if line.startswith("# platform:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def _explicit_artifact(line: str, where: str) -> CondaArtifact:
+    url, _, fragment = line.partition("#")
+    sha256 = md5 = None
+    if fragment.startswith("sha256:"):
+        sha256 = fragment.removeprefix("sha256:")
+    elif fragment:
+        md5 = fragment
+    if sha256 is not None and not _SHA256_RE.fullmatch(sha256) or md5 is not None and not _MD5_RE.fullmatch(md5):
+        raise InstallError(f"{where}: the hash after # is not a hex md5 or sha256:<hex>")
+    file_name = _file_name_of(url)
+    for suffix in _PACKAGE_SUFFIXES:
+        if file_name.endswith(suffix):
+            name, version, _build = file_name[: -len(suffix)].rsplit("-", 2)
+            break
+    else:
+        raise InstallError(f"{where}: {url} is not a .conda or .tar.bz2 package URL")
+    artifact = CondaArtifact(name=name, version=version, url=url, sha256=sha256, md5=md5)
+    _check_conda_artifact(artifact, where)
+    return artifact
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), text.strip())
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+# ---------------------------------------------------------------- host-only parsing
+
+
+def _plan_from_conda_lock(lock: CondaLock, platform: str, path: str) -> InstallPlan:
+    if platform not in lock.metadata.platforms:
+        raise InstallError(
+            f"{path}: no platform {platform} in the lock (it has {', '.join(lock.metadata.platforms)})"
+        )
+    conda: list[CondaArtifact] = []
+    pip: list[PipArtifact] = []
+    for dep in lock.package:
+        if dep.platform != platform or dep.name.startswith("__"):
+            continue
+        if dep.manager == "conda":
+            artifact = CondaArtifact(
+                name=dep.name, version=dep.version, url=dep.url,
+                sha256=dep.hash.sha256 or None, md5=dep.hash.md5 or None,
+            )
+            _check_conda_artifact(artifact, f"{path}: {dep.name}")
+            conda.append(artifact)
+        else:
+            pip.append(PipArtifact(name=dep.name, version=dep.version, url=dep.url, sha256=dep.hash.sha256 or ""))
+    return InstallPlan(platform=platform, conda=tuple(conda), pip=tuple(pip))
+
+
+def _host_errors(action: Any) -> Any:
+    from builder.errors import EnvbuildError  # host-only: the image holds this file alone
+
+    try:
+        return action()
+    except InstallError as exc:
+        raise EnvbuildError(str(exc)) from None
+
+
+# ---------------------------------------------------------------- in-image entry point
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m builder.lock.install",
+        description="Install a verified envbuild install plan (JSON) with rattler.",
+    )
+    parser.add_argument("--plan", type=Path, required=True, help="install plan JSON (envbuild export)")
+    parser.add_argument("--prefix", type=Path, required=True, help="where the environment will live")
+    parser.add_argument("--staging", type=Path, help="write the files here, with --prefix inside them")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds for the whole install")
+    parser.add_argument("--cache-dir", type=Path, help="where to make this run's fresh download folder")
+    parser.add_argument("--no-pip", action="store_true", help="skip the pip entries")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        result = install_plan(
+            read_plan(args.plan),
+            args.prefix,
+            staging=args.staging,
+            timeout=args.timeout,
+            cache_dir=args.cache_dir,
+            pip=not args.no_pip,
+        )
+    except InstallError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result.to_json_dict(), sort_keys=True))
+    else:
+        print(
+            f"installed {result.conda_packages} conda and {result.pip_packages} pip package(s) into "
+            f"{result.root} for {result.prefix} ({result.downloaded_bytes} bytes, {result.seconds:.1f} s)"
+        )
+    return 0
+
+
+def exit_hard(code: int) -> None:
+    """Leave without interpreter teardown: py-rattler crashes at exit in some short runs."""
+    from builder.proc import exit_now  # shipped beside this module in the build context
+
+    exit_now(code)
+
+
+if __name__ == "__main__":
+    try:
+        status = main()
+    except SystemExit as exc:  # argparse's usage errors
+        status = exc.code if isinstance(exc.code, int) else 2
+    exit_hard(status)

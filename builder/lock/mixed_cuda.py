@@ -1,0 +1,51 @@
+"""The lock's guard for one CUDA build per target: a locked package built for another CUDA than the
+target's on its platform is named, and the lock is refused (the data: builder/data/cuda_builds.yaml).
+"""
+
+from __future__ import annotations
+
+import re
+
+from builder.lock.lockfile import CondaLock, LockedPackage
+from builder.spec.cuda_builds import digits, load_cuda_builds
+
+
+def cuda_of(package: LockedPackage) -> str | None:
+    """The CUDA a locked package was built for, without its dot (`129`), or None (CPU, or not one
+    of the packages built per CUDA)."""
+    data = load_cuda_builds().checked
+    if package.name in data.version_packages:
+        return digits(".".join(package.version.split(".")[:2]))
+    if package.name not in data.packages:
+        return None
+    if package.manager == "pip":
+        subject, patterns = package.version, data.pip_version_patterns
+    else:
+        subject, patterns = package.build or "", data.conda_build_patterns
+    for pattern in patterns:
+        found = re.search(pattern, subject)
+        if found:
+            return digits(found.group(1))
+    return None
+
+
+def mixed_cuda_builds(lock: CondaLock, expected: dict[str, str | None]) -> list[str]:
+    """The locked packages whose CUDA is not the target's on their platform (`expected`: platform ->
+    the target's CUDA there, None where it has none), one line per platform."""
+    problems = []
+    for platform in lock.metadata.platforms:
+        want = expected.get(platform)
+        wrong = []
+        for package in lock.for_platform(platform):
+            found = cuda_of(package)
+            if found is not None and found != (digits(want) if want else None):
+                wrong.append(f"{package.name} {package.version} {package.build or ''}".rstrip()
+                             + f" (CUDA {_dotted(found)})")
+        if wrong:
+            wanted = f"CUDA {want}" if want else "no CUDA build"
+            problems.append(f"{platform}: the target needs {wanted}, but locked {', '.join(wrong)}")
+    return problems
+
+
+def _dotted(cuda_digits: str) -> str:
+    return f"{cuda_digits[:-1]}.{cuda_digits[-1]}" if len(cuda_digits) > 1 else cuda_digits

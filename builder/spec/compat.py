@@ -1,0 +1,161 @@
+"""The torch / CUDA / driver / GPU-architecture / base-image compatibility data.
+
+The facts live in `builder/data/compat.yaml` (sources in docs/compatibility.md); this module only
+types them and answers questions about them.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from builder.spec.model import Route
+from builder.yamlio import load_yaml
+
+Confidence = Literal["verified", "partly", "projected"]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class PythonRange(_Data):
+    min: str
+    max: str
+
+    def contains(self, python: str) -> bool:
+        return version_tuple(self.min) <= version_tuple(python) <= version_tuple(self.max)
+
+
+class CudaToolkit(_Data):
+    full_compat_driver: str
+    nvidia_cuda_image: str
+    pip_tag: str
+    source: str = ""
+
+
+class TorchRelease(_Data):
+    line: str = ""  # filled from the mapping key, e.g. "2.7"
+    latest: str
+    torchvision: str
+    torchvision_latest: str = ""
+    python: PythonRange
+    released: str = ""
+    routes: dict[Route, list[str]]
+    cudnn: dict[str, str] = Field(default_factory=dict)
+    archs: dict[str, list[str]] = Field(default_factory=dict)  # the official wheels (pip, pytorch-channel)
+    archs_checked: str = ""  # the day the wheel lists were last checked against their sources
+    conda_forge_archs: dict[str, list[str]] = Field(default_factory=dict)  # filled from the top-level table
+    confidence: Confidence = "projected"
+    source: str = ""
+
+    def cuda_variants(self, route: Route) -> list[str]:
+        return sorted(self.routes.get(route, []), key=version_tuple)
+
+    def archs_for(self, route: Route, cuda: str) -> list[str]:
+        """The GPU architectures the build of this route and CUDA has kernels for (empty when unknown).
+
+        conda-forge compiles its own list (the feedstock's TORCH_CUDA_ARCH_LIST), so its builds can run
+        where the wheels of the same CUDA cannot (conda-forge 12.9 keeps sm_50..sm_70) and vice versa.
+        """
+        if route is Route.CONDA_FORGE:
+            return self.conda_forge_archs.get(cuda, [])
+        return self.archs.get(cuda, [])
+
+    def builds(self) -> list[tuple[Route, str, list[str]]]:
+        """Every (route, CUDA, arch list) this release was built for, oldest CUDA first."""
+        return [(route, cuda, self.archs_for(route, cuda)) for route in Route for cuda in self.cuda_variants(route)]
+
+
+class BaseImage(_Data):
+    glibc: str
+    os: str = ""
+
+
+class MinorCompat(_Data):
+    min_driver: str
+
+
+class ArchList(_Data):
+    archs: list[str]
+    source: str
+    checked: str  # ISO date the list was read from `source`
+
+
+class CompatData(_Data):
+    schema_: int = Field(alias="schema")
+    minor_version_compat: dict[str, MinorCompat]
+    cuda: dict[str, CudaToolkit]
+    torch: dict[str, TorchRelease]
+    conda_forge_archs: dict[str, ArchList] = Field(default_factory=dict)
+    base_images: dict[str, BaseImage]
+
+    def release(self, torch_version: str) -> TorchRelease | None:
+        return self.torch.get(release_line(torch_version))
+
+    def releases(self) -> list[TorchRelease]:
+        return sorted(self.torch.values(), key=lambda r: version_tuple(r.line))
+
+    def toolkit(self, cuda: str) -> CudaToolkit | None:
+        return self.cuda.get(cuda)
+
+    def min_driver(self, cuda: str) -> str | None:
+        """The oldest Linux driver that runs this CUDA runtime under minor-version compatibility."""
+        entry = self.minor_version_compat.get(cuda.split(".")[0])
+        return entry.min_driver if entry else None
+
+    def glibc_of(self, image: str) -> str | None:
+        """glibc of a known base image, by exact name or by the distribution suffix of a tag."""
+        name = image.split("@")[0]
+        if name in self.base_images:
+            return self.base_images[name].glibc
+        for suffix, entry in self.base_images.items():
+            if suffix.startswith("*") and name.endswith(suffix[1:]):
+                return entry.glibc
+        return None
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """`2.7.1+cu118` -> (2, 7, 1); non-numeric tails are ignored (they never decide compatibility here)."""
+    numbers = re.findall(r"\d+", version.split("+")[0])
+    return tuple(int(n) for n in numbers[:4])
+
+
+def release_line(torch_version: str) -> str:
+    """`2.7.1` -> `2.7`: the row of the compatibility data a torch version belongs to."""
+    parts = torch_version.split("+")[0].split(".")
+    return ".".join(parts[:2])
+
+
+def paired_torchvision(release: TorchRelease, torchvision: str) -> bool:
+    return release_line(torchvision) == release.torchvision
+
+
+@lru_cache(maxsize=1)
+def load_compat() -> CompatData:
+    text = resources.files("builder").joinpath("data/compat.yaml").read_text(encoding="utf-8")
+    raw = load_yaml(text)
+    conda_forge = raw.get("conda_forge_archs") or {}
+    for line, row in raw.get("torch", {}).items():
+        row["line"] = str(line)
+        row["conda_forge_archs"] = {cuda: conda_forge[cuda]["archs"]
+                                    for cuda in (row.get("routes") or {}).get("conda-forge", []) if cuda in conda_forge}
+    return CompatData.model_validate(raw)
+
+
+@lru_cache(maxsize=1)
+def load_platforms() -> dict[str, PlatformInfo]:
+    text = resources.files("builder").joinpath("data/platforms.yaml").read_text(encoding="utf-8")
+    raw = load_yaml(text)
+    return {name: PlatformInfo.model_validate(row) for name, row in raw["platforms"].items()}
+
+
+class PlatformInfo(_Data):
+    selector: str
+    cuda: bool
+    glibc: bool
+    virtual: dict[str, str] = Field(default_factory=dict)

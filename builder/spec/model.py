@@ -1,0 +1,273 @@
+"""The environment spec (`envs/*.yaml`): what a team declares, before any CUDA target is resolved.
+
+Every string that ends up in a Dockerfile, a shell command or environment.yml is constrained here by a
+pattern, so no spec value can carry a newline, a shell operator or a Dockerfile instruction into the
+rendered files.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
+
+from builder.errors import UsageError
+from builder.spec.gpus import capability_of
+
+# A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
+# constraints made of version characters and comparison operators. No spaces inside a constraint
+# list, no quotes, no shell or YAML metacharacters.
+PACKAGE_PATTERN = (
+    r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(\[[A-Za-z0-9_,\-]+\])?"  # name[extras]
+    r"(\s?(==|>=|<=|!=|~=|=|>|<)[A-Za-z0-9_.*+!\-]+(,(==|>=|<=|!=|~=|>|<)?[A-Za-z0-9_.*+!\-]+)*)?"  # constraints
+    r"(=[A-Za-z0-9_.*+\-]+)?$"  # conda build string
+)
+VERSION_PATTERN = r"^[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$"
+PYTHON_PATTERN = r"^3\.[0-9]{1,2}$"
+CUDA_PATTERN = r"^([0-9]{2}\.[0-9]{1,2}|cpu)$"
+IMAGE_PATTERN = r"^[a-z0-9]+([._\-/:][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?$"
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+URL_PATTERN = r"^(https?|file)://[A-Za-z0-9._~:/?#@!$&'()*+,;=%\-\[\]]+$"
+CHANNEL_PATTERN = r"^([A-Za-z0-9][A-Za-z0-9_.\-]*|(https?|file)://[A-Za-z0-9._~:/%\-]+)$"
+LABEL_KEY_PATTERN = r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?$"
+USER_PATTERN = r"^[a-z_][a-z0-9_\-]{0,31}$"
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_.\-]{0,62}$"
+PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+
+PackageSpec = Annotated[str, Field(pattern=PACKAGE_PATTERN, max_length=200)]
+Version = Annotated[str, Field(pattern=VERSION_PATTERN)]
+Platform = Annotated[str, Field(pattern=r"^(linux-64|linux-aarch64|osx-64|osx-arm64|win-64)$")]
+Channel = Annotated[str, Field(pattern=CHANNEL_PATTERN, max_length=300)]
+
+
+class Route(str, Enum):
+    """How torch gets its CUDA: the three ways teams install PyTorch with conda."""
+
+    CONDA_FORGE = "conda-forge"  # conda-forge's pytorch, CUDA chosen by the `cuda-version` pin
+    PYTORCH_CHANNEL = "pytorch-channel"  # legacy `pytorch` channel with `pytorch-cuda=X.Y` (torch <= 2.5)
+    PIP = "pip"  # wheels from the PyTorch index for cuXYZ; conda only for python and system libraries
+
+
+DEFAULT_CHANNELS: dict[Route, tuple[str, ...]] = {
+    Route.CONDA_FORGE: ("conda-forge",),
+    Route.PYTORCH_CHANNEL: ("pytorch", "nvidia", "conda-forge"),
+    Route.PIP: ("conda-forge",),
+}
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+class ImageRef(StrictModel):
+    """A base image, optionally pinned by digest so a rebuild cannot silently pick up a new base."""
+
+    image: Annotated[str, Field(pattern=IMAGE_PATTERN, max_length=255)]
+    digest: Annotated[str, Field(pattern=DIGEST_PATTERN)] | None = None
+    glibc: Version | None = None  # needed when the compatibility data does not know the image
+
+    @property
+    def reference(self) -> str:
+        return f"{self.image}@{self.digest}" if self.digest else self.image
+
+
+class Images(StrictModel):
+    runtime: ImageRef = ImageRef(image="ubuntu:24.04")
+    builder: ImageRef = ImageRef(image="python:3.12-slim-bookworm")
+
+
+class ContainerUser(StrictModel):
+    name: Annotated[str, Field(pattern=USER_PATTERN)] = "envbuild"
+    uid: Annotated[int, Field(ge=1, le=65000)] = 1000
+
+
+class TargetSpec(StrictModel):
+    """One CUDA target (`cuda: "12.6"`) or the CPU target (`cuda: cpu`), with optional overrides."""
+
+    cuda: Annotated[str, Field(pattern=CUDA_PATTERN)]
+    torch: Version | None = None
+    torchvision: Version | None = None
+    route: Route | None = None
+    platforms: tuple[Platform, ...] | None = None
+
+    @field_validator("cuda", mode="before")
+    @classmethod
+    def _cuda_as_text(cls, value: Any) -> Any:
+        # YAML reads `cuda: 12.6` as a float. A spec file's float keeps its text (`12.10` stays
+        # 12.10); a float from elsewhere that may have lost digits is refused rather than guessed.
+        if isinstance(value, float):
+            text = getattr(value, "text", None) or repr(value)
+            if not re.fullmatch(r"[0-9]{2}\.[0-9]{1,2}", text):
+                raise ValueError(f"write the CUDA version in quotes (YAML read it as {value!r})")
+            return text
+        return value
+
+    @property
+    def key(self) -> str:
+        return "cpu" if self.cuda == "cpu" else f"cuda{self.cuda}"
+
+
+class FleetEntry(StrictModel):
+    """One kind of machine the team runs on: a GPU (model name or compute capability) or a host file.
+
+    A host file is what `envbuild doctor --save` wrote on that machine (driver, GPUs, capabilities);
+    a GPU alone says nothing of the driver, so only architecture coverage is judged for it.
+    """
+
+    gpu: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,63}$")] | None = None
+    host: Annotated[str, Field(pattern=r"^[A-Za-z0-9_./\-]+\.json$", max_length=300)] | None = None
+    count: Annotated[int, Field(ge=1, le=100000)] = 1
+    name: Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=100)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        # `- V100`, `- "8.6"`, `- hosts/node1.json`: one word per machine kind is the common case.
+        if isinstance(value, str):
+            return {"host": value} if value.endswith(".json") else {"gpu": value}
+        if isinstance(value, float):
+            return {"gpu": getattr(value, "text", None) or repr(value)}
+        return value
+
+    @model_validator(mode="after")
+    def _gpu_or_host(self) -> FleetEntry:
+        if (self.gpu is None) == (self.host is None):
+            raise ValueError("give either `gpu` (a model like V100 or a capability like 7.0) or `host` (a .json file)")
+        if self.gpu is not None and capability_of(self.gpu) is None:
+            raise ValueError(f"GPU {self.gpu!r} is not in envbuild's GPU list; write its compute capability "
+                             "instead (e.g. 7.0 or sm_70)")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.name or self.gpu or self.host or ""
+
+
+class EnvSpec(StrictModel):
+    """A team's environment: the seeds' stack (python, torch, torchvision) plus its own packages."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    description: Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=500)] = ""
+    python: Annotated[str, Field(pattern=PYTHON_PATTERN)]
+    torch: Version
+    torchvision: Version | None = None
+    route: Route = Route.CONDA_FORGE
+    targets: tuple[TargetSpec, ...] = Field(min_length=1)
+    platforms: tuple[Platform, ...] = ("linux-64",)
+    channels: tuple[Channel, ...] | None = None
+    pip_index: Annotated[str, Field(pattern=URL_PATTERN, max_length=300)] | None = None
+    conda: tuple[PackageSpec, ...] = ()
+    pip: tuple[PackageSpec, ...] = ()
+    images: Images = Images()
+    ca_certificates: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9_./\-]+\.(crt|pem)$")], ...] = ()
+    user: ContainerUser = ContainerUser()
+    labels: dict[
+        Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=128)],
+        Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=500)],
+    ] = Field(default_factory=dict)
+    fleet: tuple[FleetEntry, ...] = ()  # the GPUs the team runs on; lint and targets check coverage
+    _source: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> Path | None:
+        """The spec file this came from; relative paths in it (CA files) are relative to its folder."""
+        return self._source
+
+    @field_validator("python", mode="before")
+    @classmethod
+    def _python_as_text(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            raise ValueError(f"write the Python version in quotes, e.g. \"3.11\" (YAML read it as {value!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _targets_unique(self) -> EnvSpec:
+        keys = [t.key for t in self.targets]
+        duplicates = sorted({k for k in keys if keys.count(k) > 1})
+        if duplicates:
+            raise ValueError(f"each CUDA target may appear once; repeated: {', '.join(duplicates)}")
+        return self
+
+    @property
+    def effective_channels(self) -> tuple[str, ...]:
+        return self.channels_for(self.route)
+
+    def channels_for(self, route: Route) -> tuple[str, ...]:
+        """The spec's channels, else the default channels of a route (a target may change route)."""
+        return self.channels if self.channels is not None else DEFAULT_CHANNELS[route]
+
+    def target(self, key: str) -> TargetSpec:
+        for target in self.targets:
+            if target.key == key:
+                return target
+        raise KeyError(key)
+
+
+def default_lock_folder(spec_file: Path | None, env_name: str) -> Path:
+    """Where an env's locks live unless `--locks` says otherwise: `<spec folder>/<env>/locks`."""
+    base = spec_file.parent if spec_file else Path.cwd()
+    return base / env_name / "locks"
+
+
+def cuda_key(cuda: str) -> str:
+    """`11.8` -> `cuda11.8`, `cpu` -> `cpu`: the name a target has in paths and tags."""
+    return "cpu" if cuda == "cpu" else f"cuda{cuda}"
+
+
+def _describe_error(source: str, error: ErrorDetails) -> str:
+    location = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    message = error["msg"]
+    if error["type"] == "string_pattern_mismatch":
+        message = "contains characters or a form that is not allowed"
+    elif error["type"] == "extra_forbidden":
+        message = "is not a known field"
+    elif error["type"] == "enum":
+        message = f"must be one of: {', '.join(r.value for r in Route)}"
+    shown = error.get("input")
+    value = "" if isinstance(shown, (dict, list)) or shown is None else f" {shown!r}"
+    return f"{source}: {location}:{value} {message}"
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> EnvSpec:
+    """Validate already-loaded YAML data; errors name the file, the field, the value and the rule."""
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: the spec must be a YAML mapping with name, python, torch and targets")
+    try:
+        return EnvSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = [_describe_error(source, error) for error in exc.errors()]
+        raise UsageError("; ".join(lines)) from None
+
+
+def read_yaml_file(path: Path, what: str) -> Any:
+    """A user's YAML file (a spec, an environment.yml), or one clear line saying why it cannot be read.
+    Floats keep the text they were written as (`cuda: 12.10` is not CUDA 12.1)."""
+    from builder.userfile import read_yaml
+    from builder.yamlio import SpecLoader
+
+    return read_yaml(path, what, UsageError, f"give a {what} file as `envbuild init` writes it", loader=SpecLoader)
+
+
+def load_spec(path: Path) -> EnvSpec:
+    """Read and validate an `envs/*.yaml` file."""
+    data = read_yaml_file(path, "spec")
+    spec = parse_spec(data, str(path))
+    _check_ca_paths(spec, path)
+    spec._source = path
+    return spec
+
+
+def _check_ca_paths(spec: EnvSpec, path: Path) -> None:
+    """A spec names CA files beside it: a spec from elsewhere must not pull /etc/ssl/private/... or
+    ../../secrets into an image. (`--ca-cert` is how a user adds a file from anywhere.)"""
+    folder = path.parent.resolve()
+    for name in spec.ca_certificates:
+        relative = Path(name)
+        inside = (folder / relative).resolve()
+        if relative.is_absolute() or ".." in relative.parts or not inside.is_relative_to(folder):
+            raise UsageError(f"{path}: ca_certificates: {name!r} must be a file under the spec's folder "
+                             "(no absolute or ../ paths); pass other files with --ca-cert")
