@@ -204,7 +204,7 @@ def solver_service(scratch: Path, solver: Path, needed: bool) -> Iterator[None]:
     """envbuild's own solver answers this run's solves from one process that reads each channel's
     repodata once (builder/lock/solver_shim.py, `serve`); the conda-lock children find it through the
     environment they inherit. Without it (a real conda, or it did not start) nothing changes."""
-    from builder.lock.solver_client import SERVICE_ENV
+    from builder.lock.solver_protocol import SERVICE_ENV
     from builder.lock.solver_shim import CACHE_ENV
 
     if not needed or solver.name != OWN_SOLVER:

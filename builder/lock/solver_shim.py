@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from builder import __version__
-from builder.lock.solver_client import (
+from builder.lock.solver_protocol import (
     DEFAULT_SOLVE_TIMEOUT_S,
     FORWARDED_ENV,
     MICROMAMBA_COMPAT_VERSION,
