@@ -23,7 +23,7 @@ from builder.init.lines import (
     python_minor,
     version_specifier,
 )
-from builder.init.read import Hint, Reading
+from builder.init.reading import Hint, Reading
 from builder.spec.compat import CompatData, TorchRelease, load_compat, paired_torchvision, version_tuple
 from builder.spec.model import DEFAULT_CHANNELS, NAME_PATTERN, URL_PATTERN, Route
 from builder.spec.target import default_pip_index

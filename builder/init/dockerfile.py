@@ -12,7 +12,7 @@ import re
 import shlex
 from pathlib import Path
 
-from builder.init.read import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
+from builder.init.reading import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 
 PYTORCH_IMAGE = re.compile(
     r"(?:docker\.io/)?pytorch/pytorch:(\d+\.\d+(?:\.\d+)?)-cuda(\d+\.\d+)-cudnn\d+-(?:runtime|devel)"

@@ -22,7 +22,8 @@ import yaml
 from builder.errors import UsageError
 from builder.findings import Finding, Location, RuleRegistry, Severity, sort_findings
 from builder.init.lines import CPU, python_minor
-from builder.init.read import ML_PACKAGES, Reading, read_source
+from builder.init.read import read_source
+from builder.init.reading import ML_PACKAGES, Reading
 from builder.spec.model import EnvSpec, Route, load_spec, read_yaml_file
 
 VAGUE_NAME = re.compile(r"^(env|environment|test|tmp|temp|myenv|new|base|default|foo|bar|venv)[-_]?\d*$")
