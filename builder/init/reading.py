@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -135,59 +136,88 @@ ML_PACKAGES = {"pytorch", "torch", "torchvision", "torchaudio", "pytorch-gpu", "
 
 
 def read_conda_text(reading: Reading, text: str) -> None:
-    line = parse_conda_line(text)
+    """One conda package line, wherever it stands: an environment.yml dependency, a `conda list` line,
+    a package of `conda install`."""
     placeholder = PLACEHOLDER.search(text)
     if placeholder:
-        name = text.strip().split()[0].split("::")[-1].lower() if text.strip() else text
-        reason = (f"{placeholder[0]!r} is a template placeholder that a generator fills in; run `envbuild init` "
-                  "on the generated file")
-        if name in CONDA_TORCH or name in CONDA_TORCH_FLAVOURS:
-            raise reading.fail(f"the torch line {text.strip()!r}: {reason}")
-        reading.note(text, "unmapped", reason)
+        _note_placeholder(reading, text, placeholder[0])
         return
+    line = parse_conda_line(text)
     if line is None:
         reading.note(text, "unmapped", "not a conda package form envbuild reads (name, =version, =build)")
         return
+    _count_conda_line(reading, line, text)
+    _read_conda_package(reading, line, text)
+
+
+def _note_placeholder(reading: Reading, text: str, placeholder: str) -> None:
+    """A template's line (`pytorch-gpu @PYTORCH_VERSION@`): left out, or refused when it is torch's."""
+    name = text.strip().split()[0].split("::")[-1].lower() if text.strip() else text
+    reason = (f"{placeholder!r} is a template placeholder that a generator fills in; run `envbuild init` "
+              "on the generated file")
+    if name in CONDA_TORCH or name in CONDA_TORCH_FLAVOURS:
+        raise reading.fail(f"the torch line {text.strip()!r}: {reason}")
+    reading.note(text, "unmapped", reason)
+
+
+def _count_conda_line(reading: Reading, line: CondaLine, text: str) -> None:
+    """What every conda line adds, whatever its package: the counts, the unpinned, the legacy channels."""
     reading.conda_lines += 1
     reading.with_builds += line.build is not None
     reading.conda_names.append(line.name)
     if line.version is None and line.name in ML_PACKAGES:
         reading.unpinned.append(text)
-    name = line.name
-    if line.channel == "pytorch" or (line.channel == "nvidia" and name == "pytorch-cuda"):
+    if line.channel == "pytorch" or (line.channel == "nvidia" and line.name == "pytorch-cuda"):
         reading.legacy_markers.append(text)
+
+
+def _read_conda_package(reading: Reading, line: CondaLine, text: str) -> None:
+    name = line.name
     if name == "python":
         reading.python = line
     elif name in CONDA_TORCH or name in CONDA_TORCH_FLAVOURS:
         _read_conda_torch(reading, line)
     elif name == "torchvision":
-        reading.conda_torchvision = line
-        build_cuda = cuda_from_build(line.build)[0] if line.build else None
-        if build_cuda:
-            reading.hints.append(Hint(text, build_cuda))
+        _read_conda_torchvision(reading, line, text)
     elif name == "pytorch-cuda":
-        cuda = cuda_from_version(line.version)
-        if cuda is None:
-            reading.note(text, "unmapped", "pytorch-cuda without a X.Y version")
-        else:
-            reading.hints.append(Hint(text, cuda))
-        reading.legacy_markers.append(text)
+        _read_pytorch_cuda(reading, line, text)
     elif name == "cpuonly":
         reading.hints.append(Hint(text, CPU))
         reading.legacy_markers.append(text)
     elif name in ("cudatoolkit", "cuda-version"):
-        cuda = cuda_from_version(line.version)
-        wanted = _cuda_range(line.version)
-        if cuda is not None:
-            reading.hints.append(Hint(text, cuda))
-        elif wanted is not None:
-            reading.cuda_ranges.append((text, wanted))
-        elif name == "cudatoolkit":
-            reading.note(text, "dropped", "cudatoolkit without a version names no CUDA; the target pins CUDA")
-        else:
-            reading.note(text, "unmapped", "cuda-version without a X.Y version")
+        _read_conda_cuda(reading, line, text)
     else:
         _keep(reading, "conda", line.name, text, line.spec(), line.spec(with_version=False), line)
+
+
+def _read_conda_torchvision(reading: Reading, line: CondaLine, text: str) -> None:
+    reading.conda_torchvision = line
+    build_cuda = cuda_from_build(line.build)[0] if line.build else None
+    if build_cuda:
+        reading.hints.append(Hint(text, build_cuda))
+
+
+def _read_pytorch_cuda(reading: Reading, line: CondaLine, text: str) -> None:
+    cuda = cuda_from_version(line.version)
+    if cuda is None:
+        reading.note(text, "unmapped", "pytorch-cuda without a X.Y version")
+    else:
+        reading.hints.append(Hint(text, cuda))
+    reading.legacy_markers.append(text)
+
+
+def _read_conda_cuda(reading: Reading, line: CondaLine, text: str) -> None:
+    """`cudatoolkit=11.8`, `cuda-version=12.4`: the CUDA; `cuda-version>=12.0`: a range it must fall in."""
+    cuda = cuda_from_version(line.version)
+    wanted = _cuda_range(line.version)
+    if cuda is not None:
+        reading.hints.append(Hint(text, cuda))
+    elif wanted is not None:
+        reading.cuda_ranges.append((text, wanted))
+    elif line.name == "cudatoolkit":
+        reading.note(text, "dropped", "cudatoolkit without a version names no CUDA; the target pins CUDA")
+    else:
+        reading.note(text, "unmapped", "cuda-version without a X.Y version")
 
 
 def _cuda_range(version: str | None) -> SpecifierSet | None:
@@ -244,50 +274,76 @@ def _keep(reading: Reading, section: Literal["conda", "pip"], name: str, text: s
 def _read_pip(reading: Reading, text: str) -> None:
     line = re.sub(r"\s+#.*$", "", text.strip())
     reading.pip_lines_seen += 1
+    if _read_pip_option(reading, text, line):
+        return
+    requirement = _pip_requirement(reading, text, line)
+    if requirement is None:
+        return
+    if requirement.marker is not None:
+        on_linux = _on_linux(reading, text, line, requirement.marker)
+        if on_linux is None:
+            return
+        line, requirement = on_linux
+    _read_pip_requirement(reading, text, line, requirement)
+
+
+def _read_pip_option(reading: Reading, text: str, line: str) -> bool:
+    """A pip line that is no requirement by name (an option, an editable folder, a URL): read, or noted
+    as what a spec cannot carry. False for a requirement."""
     option = re.fullmatch(r"(--index-url|--extra-index-url|-i|--find-links|-f)[\s=]+(\S+)", line)
     if option and option[1] in ("--find-links", "-f"):
         reading.note(text, "dropped", "a find-links page; torch comes from the wheel index of the target's CUDA")
-        return
-    if option:
+    elif option:
         _read_pip_index(reading, text, option[2])
-        return
-    if re.match(r"(-e|--editable)\b", line):
+    elif re.match(r"(-e|--editable)\b", line):
         reading.note(text, "unmapped", "an editable install of a folder; run it in your job once the env exists")
-        return
-    if re.match(r"(-r|--requirement|-c|--constraint)\b", line):
+    elif re.match(r"(-r|--requirement|-c|--constraint)\b", line):
         reading.note(text, "unmapped", "a requirements or constraints file; list its packages here instead")
-        return
-    if line.startswith("-"):
+    elif line.startswith("-"):
         reading.note(text, "unmapped", "pip options other than an index URL have no place in a spec")
-        return
-    if re.match(r"(git\+|hg\+|svn\+|bzr\+|https?://|file:|\.|/|[\w.-]+/)", line):
+    elif re.match(r"(git\+|hg\+|svn\+|bzr\+|https?://|file:|\.|/|[\w.-]+/)", line):
         reading.note(text, "unmapped", "a package from a URL or a folder; publish it to an index and pin it by version")
-        return
+    else:
+        return False
+    return True
+
+
+def _pip_requirement(reading: Reading, text: str, line: str) -> Requirement | None:
+    """The line as a requirement by name and version; None (noted) when it is not one."""
     try:
         requirement = Requirement(line)
     except InvalidRequirement:
         reading.note(text, "unmapped", "not a pip requirement")
-        return
+        return None
     if requirement.url and requirement.name.lower() == "torch":
         raise reading.fail(f"{text.strip()!r} takes torch from a URL; pin it by version instead (torch==X.Y.Z, with "
                            "a cuXYZ index or +cuXYZ tag for its CUDA) so envbuild can pick the wheel per target")
     if requirement.url:
         reading.note(text, "unmapped",
                      "a package from a URL (name @ url); publish it to an index and pin it by version")
-        return
-    if requirement.marker is not None:
-        marker = str(requirement.marker)
-        variables = set(re.findall(r"[a-z_]+", re.sub(r"\"[^\"]*\"|'[^']*'", "", marker))) - {"and", "or", "in", "not"}
-        if variables - set(LINUX_MARKERS):
-            reading.note(text, "unmapped", "environment markers on the Python version or implementation (`; ...`) "
-                                           "have no place in a spec's pip list; pin what this env needs")
-            return
-        if not requirement.marker.evaluate(LINUX_MARKERS):
-            reading.note(text, "dropped", f"`{marker}` is false on Linux, where envbuild builds")
-            return
-        line = line.split(";", 1)[0].strip()
-        requirement = Requirement(line)
-        reading.note(text, "assumed", f"`{marker}` holds on Linux, where envbuild builds: kept without it")
+        return None
+    return requirement
+
+
+def _on_linux(reading: Reading, text: str, line: str, markers: Marker) -> tuple[str, Requirement] | None:
+    """A requirement with environment markers, as it reads on Linux: without them (noted), or None when
+    the markers leave it out there or read what a spec cannot carry."""
+    marker = str(markers)
+    variables = set(re.findall(r"[a-z_]+", re.sub(r"\"[^\"]*\"|'[^']*'", "", marker))) - {"and", "or", "in", "not"}
+    if variables - set(LINUX_MARKERS):
+        reading.note(text, "unmapped", "environment markers on the Python version or implementation (`; ...`) "
+                                       "have no place in a spec's pip list; pin what this env needs")
+        return None
+    if not markers.evaluate(LINUX_MARKERS):
+        reading.note(text, "dropped", f"`{marker}` is false on Linux, where envbuild builds")
+        return None
+    line = line.split(";", 1)[0].strip()
+    requirement = Requirement(line)
+    reading.note(text, "assumed", f"`{marker}` holds on Linux, where envbuild builds: kept without it")
+    return line, requirement
+
+
+def _read_pip_requirement(reading: Reading, text: str, line: str, requirement: Requirement) -> None:
     name = requirement.name.lower().replace("_", "-")
     reading.pip_names.append(name)
     reading.pip_requirements_seen += 1
@@ -300,17 +356,24 @@ def _read_pip(reading: Reading, text: str) -> None:
         return
     _read_cuda_wheel(reading, name, text, requirement)
     if name == "torch":
-        if reading.pip_torch is None:
-            reading.pip_torch, reading.pip_torch_text = requirement, text
-            local = _local_tag(requirement)
-            if local:
-                cuda = cuda_from_tag(local)
-                if cuda:
-                    reading.hints.append(Hint(text, cuda))
-        return
-    if name == "torchvision":
+        _read_pip_torch(reading, text, requirement)
+    elif name == "torchvision":
         reading.pip_torchvision, reading.pip_torchvision_text = requirement, text
+    else:
+        _keep_pip_extra(reading, text, name, line, requirement)
+
+
+def _read_pip_torch(reading: Reading, text: str, requirement: Requirement) -> None:
+    if reading.pip_torch is not None:
         return
+    reading.pip_torch, reading.pip_torch_text = requirement, text
+    local = _local_tag(requirement)
+    cuda = cuda_from_tag(local) if local else None
+    if cuda:
+        reading.hints.append(Hint(text, cuda))
+
+
+def _keep_pip_extra(reading: Reading, text: str, name: str, line: str, requirement: Requirement) -> None:
     compact = line.replace(" ", "")
     without_local = re.sub(r"\+(cu\d+|cpu|rocm[0-9.]+)(?=$|,)", "", compact)
     if without_local != compact:
