@@ -126,15 +126,30 @@ def read_conda_lock_data(data: Any, source: str) -> Reading:
         raise reading.fail("a conda-lock.yml has a `package:` list of locked records; this one has none")
     metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     platforms = [str(p) for p in metadata.get("platforms") or []]
-    for channel in metadata.get("channels") or []:
-        url = channel.get("url") if isinstance(channel, dict) else channel
-        if isinstance(url, str):
-            read_channel_list(reading, [url.rstrip("/").rsplit("/", 1)[-1] if "://" in url else url])
+    _read_locked_channels(reading, metadata.get("channels") or [])
     platform = "linux-64" if "linux-64" in platforms or not platforms else platforms[0]
     records = [p for p in packages if p.get("platform", platform) == platform]
     if platforms:
         reading.platforms = [platform]
     names = {str(p.get("name", "")).lower(): p for p in records if p.get("manager", "conda") == "conda"}
+    _read_locked_cuda(reading, records)
+    _read_locked_torch(reading, names, records)
+    _read_locked_versions(reading, names)
+    reading.note("(the whole file)", "assumed",
+                 f"a lock of {len(records)} {platform} packages, most of them dependencies: torch, its CUDA and "
+                 "Python were read; add the packages you asked for to `conda:`")
+    return reading
+
+
+def _read_locked_channels(reading: Reading, channels: Any) -> None:
+    for channel in channels:
+        url = channel.get("url") if isinstance(channel, dict) else channel
+        if isinstance(url, str):
+            read_channel_list(reading, [url.rstrip("/").rsplit("/", 1)[-1] if "://" in url else url])
+
+
+def _read_locked_cuda(reading: Reading, records: list[dict[str, Any]]) -> None:
+    """The CUDA each locked package was built for, as its build string or version says."""
     for record in records:
         name = str(record.get("name", "")).lower()
         build = _locked_build(record) or ""
@@ -144,16 +159,25 @@ def read_conda_lock_data(data: Any, source: str) -> Reading:
             reading.locked_cuda.append((name, cuda))
         elif name in ("cuda-version", "cudatoolkit", "cuda-cudart") and record.get("version"):
             reading.locked_cuda.append((name, str(record["version"])))
+
+
+def _read_locked_torch(reading: Reading, names: dict[str, dict[str, Any]], records: list[dict[str, Any]]) -> None:
+    """The locked conda torch as a line with its build and channel, else a pip torch by version."""
     for name in ("pytorch", "pytorch-gpu", "pytorch-cpu"):
         if name in names:
             record = names[name]
-            text = f"{name}={record.get('version')}" + (f"={_locked_build(record)}" if _locked_build(record) else "")
+            build = _locked_build(record)
+            text = f"{name}={record.get('version')}" + (f"={build}" if build else "")
             channel = _locked_channel(record)
             read_conda_text(reading, f"{channel}::{text}" if channel else text)
             break
     pip_torch = [p for p in records if p.get("manager") == "pip" and str(p.get("name", "")).lower() == "torch"]
     if "pytorch" not in names and pip_torch:
         read_pip_text(reading, f"torch=={pip_torch[0].get('version')}")
+
+
+def _read_locked_versions(reading: Reading, names: dict[str, dict[str, Any]]) -> None:
+    """The locked versions that name the CUDA, the route and torchvision, and Python's."""
     for name in ("cuda-version", "cudatoolkit", "pytorch-cuda", "cpuonly", "torchvision"):
         if name in names:
             read_conda_text(reading, f"{name}={names[name].get('version')}")
@@ -161,10 +185,6 @@ def read_conda_lock_data(data: Any, source: str) -> Reading:
     abi = names.get("python_abi")
     if python or abi:
         read_conda_text(reading, f"python={(python or abi or {}).get('version')}")
-    reading.note("(the whole file)", "assumed",
-                 f"a lock of {len(records)} {platform} packages, most of them dependencies: torch, its CUDA and "
-                 "Python were read; add the packages you asked for to `conda:`")
-    return reading
 
 
 def _locked_build(record: dict[str, Any]) -> str | None:
@@ -182,38 +202,53 @@ def _locked_channel(record: dict[str, Any]) -> str | None:
 
 def read_environment_data(data: Any, source: str) -> Reading:
     reading = Reading(source)
-    if not isinstance(data, dict):
-        raise reading.fail("an environment.yml is a YAML mapping with `dependencies:` (and usually name, channels)")
-    dependencies = data.get("dependencies")
-    if not isinstance(dependencies, list) or not dependencies:
-        raise reading.fail("no `dependencies:` list, so there is nothing to import")
+    dependencies = _dependency_list(reading, data)
     if isinstance(data.get("name"), str):
         reading.name = data["name"]
     if "prefix" in data:
         reading.exported = True
         reading.note("prefix:", "dropped", "a folder on the machine that exported the env")
     read_channel_list(reading, data.get("channels"))
-    platforms = data.get("platforms")
-    if isinstance(platforms, list) and all(isinstance(p, str) for p in platforms):
-        reading.platforms = list(platforms)
-    elif platforms is not None:
-        reading.note(f"platforms: {platforms}", "unmapped", "not a list of conda platforms (e.g. linux-64)")
-    for key in data:
-        if key not in TOP_LEVEL_READ:
-            reason = ("envbuild specs set no environment variables; set them in your job or image"
-                      if key == "variables" else "not a key envbuild reads from an environment.yml")
-            reading.note(f"{key}:", "unmapped", reason)
+    _read_platforms(reading, data.get("platforms"))
+    _note_unread_keys(reading, data)
     for item in dependencies:
-        if isinstance(item, str):
-            read_conda_text(reading, item)
-        elif isinstance(item, dict) and set(item) == {"pip"} and isinstance(item["pip"], list):
-            reading.has_pip_section = True
-            for line in item["pip"]:
-                read_pip_text(reading, str(line))
-        else:
-            reading.note(str(item), "unmapped", "not a package line or a `pip:` list")
+        _read_dependency(reading, item)
     if reading.conda_lines and reading.with_builds * 2 >= reading.conda_lines:
         reading.exported = True
     return reading
 
 
+def _dependency_list(reading: Reading, data: Any) -> list[Any]:
+    if not isinstance(data, dict):
+        raise reading.fail("an environment.yml is a YAML mapping with `dependencies:` (and usually name, channels)")
+    dependencies = data.get("dependencies")
+    if not isinstance(dependencies, list) or not dependencies:
+        raise reading.fail("no `dependencies:` list, so there is nothing to import")
+    return dependencies
+
+
+def _read_platforms(reading: Reading, platforms: Any) -> None:
+    if isinstance(platforms, list) and all(isinstance(p, str) for p in platforms):
+        reading.platforms = list(platforms)
+    elif platforms is not None:
+        reading.note(f"platforms: {platforms}", "unmapped", "not a list of conda platforms (e.g. linux-64)")
+
+
+def _note_unread_keys(reading: Reading, data: dict[str, Any]) -> None:
+    for key in data:
+        if key not in TOP_LEVEL_READ:
+            reason = ("envbuild specs set no environment variables; set them in your job or image"
+                      if key == "variables" else "not a key envbuild reads from an environment.yml")
+            reading.note(f"{key}:", "unmapped", reason)
+
+
+def _read_dependency(reading: Reading, item: Any) -> None:
+    """One item of `dependencies:`: a conda line or a `pip:` list."""
+    if isinstance(item, str):
+        read_conda_text(reading, item)
+    elif isinstance(item, dict) and set(item) == {"pip"} and isinstance(item["pip"], list):
+        reading.has_pip_section = True
+        for line in item["pip"]:
+            read_pip_text(reading, str(line))
+    else:
+        reading.note(str(item), "unmapped", "not a package line or a `pip:` list")
