@@ -1,6 +1,7 @@
-"""What `envbuild-micromamba`'s two halves agree on: the console script (builder/lock/solver_client.py),
-which must start in about 20 ms, and the shim with its solver service (builder/lock/solver_shim.py).
-Standard library only, and nothing of it: the client imports this on every call conda-lock makes."""
+"""What `envbuild-micromamba`'s two halves and the lock run agree on: the console script
+(builder/lock/solver_client.py), which must start in about 20 ms, the shim with its solver service
+(builder/lock/solver_shim.py), and the run that starts the service (builder/lock/run.py).
+No imports beyond `builder` itself: the client imports this on every call conda-lock makes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ FORWARDED_ENV = ("CONDA_", "ENVBUILD_SOLVE")
 # How long a solve may take; the client's wait for a forwarded reply adds a minute to it.
 SOLVE_TIMEOUT_ENV = "ENVBUILD_SOLVE_TIMEOUT"
 DEFAULT_SOLVE_TIMEOUT_S = 120.0
+# Where the solver (the service, or a shim call) keeps its repodata cache; the lock run names a folder
+# in its scratch space, so ending the service with SIGKILL leaves nothing behind.
+CACHE_ENV = "ENVBUILD_RATTLER_CACHE"
 
 
 def version_text() -> str:
