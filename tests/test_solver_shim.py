@@ -719,7 +719,7 @@ def test_the_shim_forwards_dry_runs_to_the_service_and_answers_itself_without_on
 @pytest.mark.unit
 def test_the_console_script_answers_version_and_forwards_without_loading_the_shim(tmp_path: Path) -> None:
     """The point of builder/lock/solver_client.py: conda-lock's per-lock calls never pay the shim's imports."""
-    from builder.lock.solver_client import version_text
+    from builder.lock.solver_protocol import version_text
     from builder.lock.solver_shim import dispatch
 
     out = io.StringIO()

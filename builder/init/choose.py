@@ -23,7 +23,7 @@ from builder.init.lines import (
     python_minor,
     version_specifier,
 )
-from builder.init.read import Hint, Reading
+from builder.init.reading import Hint, Reading
 from builder.spec.compat import CompatData, TorchRelease, load_compat, paired_torchvision, version_tuple
 from builder.spec.model import DEFAULT_CHANNELS, NAME_PATTERN, URL_PATTERN, Route
 from builder.spec.target import default_pip_index
@@ -424,6 +424,27 @@ def _channels(reading: Reading, route: Route, target: str) -> list[str] | None:
     return channels
 
 
+def _note_torch_choice(reading: Reading, torch: str, route: Route, wish: CudaWish) -> None:
+    """What the torch line led to, unless an assumption or an upgrade of torch already says so."""
+    torch_entry = _torch_entry(reading)
+    if any(n.entry == torch_entry and n.outcome in ("assumed", "upgraded") and n.reason.startswith("torch ")
+           for n in reading.notes):
+        return
+    said = [_hint_meaning(h) for h in wish.hints if h.entry == torch_entry]
+    reading.note(torch_entry, "derived", ", ".join([f"torch {torch}", f"route {route.value}", *said]))
+
+
+def _refuse_upgrades(reading: Reading, route: Route) -> None:
+    """A file older than what envbuild builds, refused with the nearest set it builds (which --upgrade writes)."""
+    upgrades = [n for n in reading.notes if n.outcome == "upgraded"]
+    if upgrades:
+        changes = "; ".join(re.split(r"[:,]", n.reason)[0] for n in upgrades)
+        raise reading.fail(
+            f"{upgrades[0].entry!r} is older than what envbuild builds; the nearest set it builds is {changes} "
+            f"(route {route.value}). Run `envbuild init --from {reading.source} --upgrade` to write that, each "
+            "change listed")
+
+
 def draft_from_environment(reading: Reading, name: str | None = None, compat: CompatData | None = None,
                            upgrade: bool = False) -> SpecDraft:
     """The spec data a reading leads to, with the notes of every decision. A file whose torch, CUDA or
@@ -442,18 +463,9 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
         _unpin_torch_pairs(reading, release)
     if reading.python and python_exact and python == python_exact:
         reading.note(reading.python.text, "derived", f"python: {python}")
-    torch_entry = _torch_entry(reading)
-    if not any(n.entry == torch_entry and n.outcome in ("assumed", "upgraded") and n.reason.startswith("torch ")
-               for n in reading.notes):
-        said = [_hint_meaning(h) for h in wish.hints if h.entry == torch_entry]
-        reading.note(torch_entry, "derived", ", ".join([f"torch {torch}", f"route {route.value}", *said]))
-    upgrades = [n for n in reading.notes if n.outcome == "upgraded"]
-    if upgrades and not upgrade:
-        changes = "; ".join(re.split(r"[:,]", n.reason)[0] for n in upgrades)
-        raise reading.fail(
-            f"{upgrades[0].entry!r} is older than what envbuild builds; the nearest set it builds is {changes} "
-            f"(route {route.value}). Run `envbuild init --from {reading.source} --upgrade` to write that, each "
-            "change listed")
+    _note_torch_choice(reading, torch, route, wish)
+    if not upgrade:
+        _refuse_upgrades(reading, route)
     if reading.exported:
         reading.note("(the whole file)", "assumed",
                      f"a `conda env export`: all {reading.conda_lines} installed packages were pinned there, so "
