@@ -212,16 +212,18 @@ def build_image(
     except Exception as exc:
         _remove_containers(client, log.containers)
         raise engine_error(exc, what) from None
-    if log.error or not log.image_id:
+    image_id = log.image_id
+    if log.error or not image_id:
         _remove_containers(client, log.containers)
         raise EnvbuildError(build_failure(context, log))
     tags = image_tags(context)
-    replaced = {_image_id(client, tag) for tag in tags} - {None, log.image_id}
+    before = [_image_id(client, tag) for tag in tags]  # what the tags name until they move
+    replaced = {old for old in before if old is not None and old != image_id}
     for tag in tags:
         repository, _, name = tag.rpartition(":")
-        client.api.tag(log.image_id, repository, name)
+        client.api.tag(image_id, repository, name)
     _drop_untagged(client, replaced)
-    result = inspect_result(client, context, log.image_id, tags)
+    result = inspect_result(client, context, image_id, tags)
     result.seconds = time.monotonic() - started
     return result
 
