@@ -17,7 +17,15 @@ from smoke.nvml import nvml_answers, nvml_session
 pytestmark = pytest.mark.unit
 
 
-class NVMLError_LibraryNotFound(Exception):  # noqa: N801 - nvidia-ml-py's own name
+class NVMLError(Exception):
+    """nvidia-ml-py's base class: what callers catch."""
+
+
+class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 - nvidia-ml-py's own name
+    pass
+
+
+class NVMLError_GpuIsLost(NVMLError):  # noqa: N801 - nvidia-ml-py's own name
     pass
 
 
@@ -30,11 +38,12 @@ def stand_in(monkeypatch: pytest.MonkeyPatch, init_fails: bool = False) -> list[
         if init_fails:
             raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
 
+    module.NVMLError = NVMLError  # type: ignore[attr-defined]
     module.nvmlInit = init  # type: ignore[attr-defined]
     module.nvmlShutdown = lambda: calls.append("shutdown")  # type: ignore[attr-defined]
     module.nvmlSystemGetCudaDriverVersion = lambda: 13000  # type: ignore[attr-defined]
     module.nvmlSystemGetDriverVersion = lambda: b"580.95.05"  # type: ignore[attr-defined]
-    module.nvmlDeviceGetCount = lambda: (_ for _ in ()).throw(RuntimeError("lost the GPU"))  # type: ignore[attr-defined]
+    module.nvmlDeviceGetCount = lambda: (_ for _ in ()).throw(NVMLError_GpuIsLost("GPU is lost"))  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pynvml", module)
     return calls
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from builder import proc
-from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
+from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address, engine_failures
 from builder.findings import Finding, Severity, sort_findings
 from builder.host.gpuinfo import GpuInfo, read_host_gpus
 from builder.spec.compat import CompatData, load_compat, version_tuple
@@ -258,7 +258,7 @@ def _engine_facts(timeout: float) -> EngineFacts:
     try:
         version = client.version()
         info = client.info()
-    except Exception as exc:  # answered the ping, then went away
+    except engine_failures() as exc:  # answered the ping, then went away
         return EngineFacts(address=engine_address(), reachable=False, error=f"{type(exc).__name__}: {exc}")
     finally:
         client.close()

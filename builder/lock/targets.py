@@ -490,7 +490,7 @@ def lock_targets(
         remove_stale_folders(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
         scratch = Path(tempfile.mkdtemp(prefix=owned_name(SCRATCH_PREFIX)))
         try:
-            for target, inputs in zip(targets, all_inputs):
+            for target, inputs in zip(targets, all_inputs, strict=True):
                 folder = default_lock_dir(target, lock_root)
                 try:
                     info = None if force or update else fresh_info(inputs, folder)

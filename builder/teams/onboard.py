@@ -38,6 +38,7 @@ from builder.host.doctor import (
     diagnose,
 )
 from builder.image.build import BuildOptions
+from builder.image.pipeline import LockPolicy, build_target_image, ensure_lock
 from builder.image.smoke_run import SmokeRun, run_local
 from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
@@ -410,6 +411,19 @@ def register_kernel(prefix: Path, target: Target, name: str, folder: Path | None
 
 # --- the whole path -----------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class LocalEnvOptions:
+    """Where the local environment goes, what installs it, and what follows the install."""
+
+    prefix: Path | None = None  # else `name` under the envs folder
+    name: str | None = None  # also the Jupyter kernel's name (default <env>-<target>)
+    installer: str = "auto"  # auto | envbuild | a micromamba, mamba or conda
+    kernel_dir: Path | None = None  # default: <Jupyter data dir>/kernels
+    spec_path: Path | None = None  # the spec: named in the kernel's hint and the next steps
+    smoke: bool = True
+    force: bool = False  # reinstall even when the environment is from the same lock
+
+
 @dataclass
 class OnboardResult:
     env: str
@@ -442,15 +456,14 @@ class OnboardResult:
 
 
 def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platform: str, tool: Path | None,
-                  gpus_here: int, kernel_name: str, kernel_dir: Path | None = None, spec_path: Path | None = None,
-                  smoke: bool = True, force: bool = False,
+                  gpus_here: int, options: LocalEnvOptions = LocalEnvOptions(),
                   echo: Callable[[str], None] = lambda line: None) -> OnboardResult:
     """Install the locked env into `prefix`, register its kernel, run the smoke suite in it."""
     started = time.monotonic()
     target = choice.target
     digest = lockfile_sha256(lock_path)
     state = prefix_status(prefix, target, digest)
-    if state == "unchanged" and force:
+    if state == "unchanged" and options.force:
         state = "replace"
     if state != "unchanged":
         echo(f"installing {target.key} into {prefix} with {installer_name(tool)} ...")
@@ -461,14 +474,15 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
     status = {"new": "created", "replace": "replaced"}.get(state, state)
     result = OnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, target.tag, prefix,
                            status, installed_with, lock_path)
-    result.kernel = register_kernel(prefix, target, kernel_name, kernel_dir, spec_path)
-    if smoke:
+    result.kernel = register_kernel(prefix, target, options.name or f"{target.name}-{target.key}",
+                                    options.kernel_dir, options.spec_path)
+    if options.smoke:
         echo(f"running the smoke suite with {prefix / 'bin' / 'python'} ...")
         # A CUDA env picked on a host with GPUs must see one: a silent CPU fallback would pass.
         require = 1 if target.cuda and gpus_here else 0
         result.smoke = run_local(require, target.torch, target.cuda or "cpu", timeout=SMOKE_TIMEOUT_S,
                                  python=prefix / "bin" / "python")
-    result.next_steps = next_steps(result, tool, spec_path)
+    result.next_steps = next_steps(result, tool, options.spec_path)
     result.seconds = time.monotonic() - started
     return result
 
@@ -535,33 +549,25 @@ def image_result(choice: TargetChoice, image: str, how: str, seconds: float) -> 
 
 # --- entry points -------------------------------------------------------------------------------
 
-def onboard(targets: Sequence[Target], *, asked: bool, prefix: Path | None = None, name: str | None = None,
-            installer: str = "auto", kernel_dir: Path | None = None, spec_path: Path | None = None,
-            smoke: bool = True, force: bool = False, lock_root: Path | None = None, frozen: bool = False,
-            solver: str | None = None, echo: Callable[[str], None] = lambda line: None) -> OnboardResult:
+def onboard(targets: Sequence[Target], *, asked: bool, options: LocalEnvOptions = LocalEnvOptions(),
+            locks: LockPolicy = LockPolicy(), echo: Callable[[str], None] = lambda line: None) -> OnboardResult:
     """The local path: choose the target, check where and with what it installs (before any slow
     lock), then lock if stale, install, register the kernel, smoke-test."""
-    from builder.image.pipeline import ensure_lock
-
     platform = host_platform()
     choice, gpus_here = choose_for_this_host(targets, asked, platform)
     echo(f"target {choice.target.key}: {choice.reason}")
-    where = choose_prefix(choice.target, prefix, name)
-    tool = find_installer(installer)
-    lock_path = ensure_lock(choice.target, lock_root, not frozen, solver)
+    where = choose_prefix(choice.target, options.prefix, options.name)
+    tool = find_installer(options.installer)
+    lock_path = ensure_lock(choice.target, locks)
     return onboard_local(choice, lock_path, where, platform=platform, tool=tool, gpus_here=gpus_here,
-                         kernel_name=name or f"{choice.target.name}-{choice.target.key}", kernel_dir=kernel_dir,
-                         spec_path=spec_path, smoke=smoke, force=force, echo=echo)
+                         options=options, echo=echo)
 
 
 def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = None,
-                  lock_root: Path | None = None, frozen: bool = False, solver: str | None = None,
-                  options: BuildOptions | None = None, progress=None,
+                  locks: LockPolicy = LockPolicy(), options: BuildOptions | None = None, progress=None,
                   echo: Callable[[str], None] = lambda line: None) -> ImageOnboardResult:
     """The image path: pull the target's image from a registry, or build it; then how to run it."""
     from contextlib import nullcontext
-
-    from builder.image.pipeline import build_target_image
 
     started = time.monotonic()
     choice, _ = choose_for_this_host(targets, asked, "linux-64")
@@ -570,6 +576,5 @@ def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = 
         return image_result(choice, pull_image(choice.target, pull), "pulled", time.monotonic() - started)
     showing = progress(choice.target.tag) if progress else nullcontext(lambda line: None)
     with showing as on_line:
-        built = build_target_image(choice.target, lock_root=lock_root, options=options or BuildOptions(),
-                                   relock=not frozen, solver=solver, echo=on_line)
+        built = build_target_image(choice.target, locks=locks, options=options or BuildOptions(), echo=on_line)
     return image_result(choice, built.tags[0], "built", time.monotonic() - started)
