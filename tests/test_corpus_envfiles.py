@@ -19,7 +19,7 @@ from builder.cli.commands import cli
 from builder.errors import UsageError
 from builder.init.importer import init_spec
 from builder.spec.compat import load_compat
-from builder.spec.model import Route, load_spec
+from builder.spec.model import EnvSpec, Route, load_spec
 
 pytestmark = pytest.mark.unit
 
@@ -66,35 +66,47 @@ def test_init_reads_each_real_file_as_expected(tmp_path: Path, folder: str) -> N
     result = init_spec(corpus_file(entry), out=out, upgrade=bool(expect.get("needs_upgrade")))
     spec = load_spec(out)
     assert spec == result.spec
+    _check_spec(spec, expect)
+    _check_targets([t.key for t in result.targets], expect)
+    _check_packages(spec, expect)
+    notes = [(n.entry, n.outcome, n.reason) for n in result.notes]
+    for entry_text, (outcome, reason) in (expect.get("notes") or {}).items():
+        assert any(e == entry_text and o == outcome and reason in r for e, o, r in notes), (entry_text, notes)
+    upgraded = [n for n in result.notes if n.outcome == "upgraded"]
+    assert bool(upgraded) == bool(expect.get("needs_upgrade"))
+
+
+def _check_spec(spec: EnvSpec, expect: dict) -> None:
     assert spec.route.value == expect["route"]
     for key in ("torch", "torchvision", "python"):
         if key in expect:
             assert getattr(spec, key) == str(expect[key]), key
-    keys = [t.key for t in result.targets]
-    if "targets" in expect:
-        assert keys == expect["targets"]
-    if expect.get("targets_cuda"):
-        assert keys and all(k.startswith("cuda") for k in keys)
     if expect.get("newest_torch"):
         newest = [r for r in load_compat().releases()
                   if r.confidence != "projected" and r.cuda_variants(Route(expect["route"]))][-1]
         assert spec.torch == newest.latest
     if "channels" in expect:
         assert (list(spec.channels) if spec.channels is not None else None) == expect["channels"]
+
+
+def _check_targets(keys: list[str], expect: dict) -> None:
+    if "targets" in expect:
+        assert keys == expect["targets"]
+    if expect.get("targets_cuda"):
+        assert keys and all(k.startswith("cuda") for k in keys)
+
+
+def _check_packages(spec: EnvSpec, expect: dict) -> None:
+    """`name=pin` must be there; `!name=pin` not with this pin; `!name` not at all."""
     for section in ("conda", "pip"):
         have = set(getattr(spec, section))
         for package in expect.get(section, []):
             if package.startswith("!") and re.search(r"[=<>~]", package):
-                assert package[1:] not in have, package  # not with this pin
+                assert package[1:] not in have, package
             elif package.startswith("!"):
                 assert not any(re.split(r"[=<>~!\[]", p)[0] == package[1:] for p in have), package
             else:
                 assert package in have, package
-    notes = [(n.entry, n.outcome, n.reason) for n in result.notes]
-    for entry_text, (outcome, reason) in (expect.get("notes") or {}).items():
-        assert any(e == entry_text and o == outcome and reason in r for e, o, r in notes), (entry_text, notes)
-    upgraded = [n for n in result.notes if n.outcome == "upgraded"]
-    assert bool(upgraded) == bool(expect.get("needs_upgrade"))
 
 
 def test_init_cli_reads_a_dockerfile_and_reports_json(tmp_path: Path) -> None:
