@@ -110,14 +110,14 @@ def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
     """GPUs from nvidia-smi (its query, else its table: no UUID nor compute capability there), memory in MiB."""
     gpus = []
     for row in rows:
-        known = row.memory_total_mib is not None and row.memory_used_mib is not None
+        total, used = row.memory_total_mib, row.memory_used_mib
         gpus.append(GpuInfo(
             index=row.index,
             name=row.name,
             uuid=row.uuid,
             bus_id=row.bus_id,
             capability=row.compute_capability,
-            memory_free=(row.memory_total_mib - row.memory_used_mib) * MIB if known else None,  # type: ignore[operator]
+            memory_free=(total - used) * MIB if total is not None and used is not None else None,
             memory_total=row.memory_total_mib * MIB if row.memory_total_mib is not None else None,
             utilization=row.utilization_percent,
         ))
