@@ -33,13 +33,13 @@ from builder.host.doctor import (
 )
 from builder.host.gpuinfo import GpuInfo
 from builder.spec.compat import CompatData, load_compat, version_tuple
-from builder.spec.gpus import capability_of, capability_of_model, parse_capability, sm_name
+from builder.spec.fleet import HOST_FILE_VERSION, damaged_host_file, fleet_folder, read_host_file, recorded_gpu
+from builder.spec.gpus import capability_of, parse_capability, sm_name
 from builder.spec.model import EnvSpec, Route
 from builder.spec.target import Target
 from smoke.compat import arch_coverage
 from smoke.driver import DriverReading
 
-HOST_FILE_VERSION = 1
 RUNNABLE = (RUNS, MINOR_COMPAT)
 # How a runnable cell runs its kernels: machine code for the GPU, or PTX compiled on first use.
 NATIVE, PTX_JIT = "native", "ptx-jit"
@@ -77,20 +77,11 @@ def save_host(facts: HostFacts, path: Path, name: str | None = None) -> None:
 
 
 def load_host(path: Path) -> FleetHost:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the host file ({exc.strerror})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UsageError(f"{path}: not a host file (not JSON); write one with "
-                         f"`envbuild doctor --save {path}`") from None
-    if not isinstance(data, dict) or data.get("envbuild_host") != HOST_FILE_VERSION:
-        raise UsageError(f"{path}: not an envbuild host file (version {HOST_FILE_VERSION}); "
-                         f"write one with `envbuild doctor --save {path.name}` on that machine")
+    data = read_host_file(path)
     try:
         facts = facts_from_record(data)
     except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{path}: the host file is damaged ({type(exc).__name__}: {exc})") from None
+        raise damaged_host_file(path, exc) from None
     return FleetHost(name=str(data.get("name") or path.stem), gpus=facts.gpus, facts=facts)
 
 
@@ -116,12 +107,9 @@ def facts_from_record(data: dict[str, Any]) -> HostFacts:
 
 
 def _gpu_from_record(gpu: dict[str, Any]) -> GpuInfo:
-    capability = gpu.get("capability")
-    name = str(gpu.get("name") or "")
+    index, name, capability = recorded_gpu(gpu)
     return GpuInfo(
-        index=int(gpu["index"]), name=name, uuid=gpu.get("uuid"), bus_id=gpu.get("bus_id"),
-        # nvidia-smi's table shows no capability; the model name often tells it
-        capability=parse_capability(capability) if capability else capability_of_model(name),
+        index=index, name=name, uuid=gpu.get("uuid"), bus_id=gpu.get("bus_id"), capability=capability,
         memory_free=gpu.get("memory_free"), memory_total=gpu.get("memory_total"), utilization=gpu.get("utilization"),
     )
 
@@ -142,7 +130,7 @@ def host_paths(paths: tuple[Path, ...] | list[Path]) -> list[Path]:
 
 def spec_hosts(spec: EnvSpec) -> list[FleetHost]:
     """The spec's `fleet:` entries as hosts; host files are read relative to the spec's folder."""
-    base = spec.source.parent if spec.source else Path.cwd()
+    base = fleet_folder(spec)
     hosts = []
     for entry in spec.fleet:
         if entry.host is not None:
@@ -154,12 +142,6 @@ def spec_hosts(spec: EnvSpec) -> list[FleetHost]:
         gpu = GpuInfo(index=0, name=entry.gpu or "", capability=capability)
         hosts.append(FleetHost(entry.label, (gpu,), None, entry.count))
     return hosts
-
-
-def lowest_capability(spec: EnvSpec) -> tuple[int, int] | None:
-    """The oldest GPU architecture among the spec's fleet (None when no entry has a known one)."""
-    capabilities = [capability for host in spec_hosts(spec) for capability in host.capabilities]
-    return min(capabilities) if capabilities else None
 
 
 # --- verdicts (pure) ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from builder.spec.compat import (
     release_line,
     version_tuple,
 )
+from builder.spec.fleet import lowest_capability
 from builder.spec.model import EnvSpec, ImageRef, Route, TargetSpec
 from builder.yamlio import load_yaml
 
@@ -297,8 +298,6 @@ def _fleet_cuda_arch(spec: EnvSpec) -> str | None:
     solver refuses packages built only for newer GPUs than the oldest one the team runs on."""
     if not spec.fleet:
         return None
-    from builder.host.fleet import lowest_capability  # fleet builds on resolved targets: imported when needed
-
     lowest = lowest_capability(spec)
     return f"{lowest[0]}.{lowest[1]}" if lowest else None
 
