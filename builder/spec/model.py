@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from builder.errors import UsageError
@@ -42,6 +52,7 @@ PackageSpec = Annotated[str, Field(pattern=PACKAGE_PATTERN, max_length=200)]
 Version = Annotated[str, Field(pattern=VERSION_PATTERN)]
 Platform = Annotated[str, Field(pattern=r"^(linux-64|linux-aarch64|osx-64|osx-arm64|win-64)$")]
 Channel = Annotated[str, Field(pattern=CHANNEL_PATTERN, max_length=300)]
+CaFiles = tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9_./\-]+\.(crt|pem)$")], ...]
 
 
 class Route(str, Enum):
@@ -163,7 +174,7 @@ class EnvSpec(StrictModel):
     conda: tuple[PackageSpec, ...] = ()
     pip: tuple[PackageSpec, ...] = ()
     images: Images = Images()
-    ca_certificates: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9_./\-]+\.(crt|pem)$")], ...] = ()
+    ca_certificates: CaFiles = ()
     user: ContainerUser = ContainerUser()
     labels: dict[
         Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=128)],
@@ -218,8 +229,9 @@ def cuda_key(cuda: str) -> str:
     return "cpu" if cuda == "cpu" else f"cuda{cuda}"
 
 
-def _describe_error(source: str, error: ErrorDetails) -> str:
-    location = ".".join(str(part) for part in error["loc"]) or "(top level)"
+def _describe_error(source: str, error: ErrorDetails, field: str | None = None) -> str:
+    parts = (field, *error["loc"]) if field else error["loc"]
+    location = ".".join(str(part) for part in parts) or "(top level)"
     message = error["msg"]
     if error["type"] == "string_pattern_mismatch":
         message = "contains characters or a form that is not allowed"
@@ -241,6 +253,20 @@ def parse_spec(data: Any, source: str = "<spec>") -> EnvSpec:
     except ValidationError as exc:
         lines = [_describe_error(source, error) for error in exc.errors()]
         raise UsageError("; ".join(lines)) from None
+
+
+@cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
+def checked_value(kind: Any, data: Any, source: str, field: str) -> Any:
+    """A new value for one field of an already valid spec (from the command line), checked as that field
+    of the spec is, and refused with the same words; the rest of the spec is not validated again."""
+    try:
+        return _adapter(kind).validate_python(data)
+    except ValidationError as exc:
+        raise UsageError("; ".join(_describe_error(source, error, field) for error in exc.errors())) from None
 
 
 def read_yaml_file(path: Path, what: str) -> Any:

@@ -25,7 +25,7 @@ from builder.spec.compat import (
     version_tuple,
 )
 from builder.spec.fleet import lowest_capability
-from builder.spec.model import EnvSpec, ImageRef, Route, TargetSpec
+from builder.spec.model import CaFiles, EnvSpec, ImageRef, Images, Route, TargetSpec, checked_value
 from builder.yamlio import load_yaml
 
 
@@ -303,32 +303,25 @@ def _fleet_cuda_arch(spec: EnvSpec) -> str | None:
 
 
 def with_images(spec: EnvSpec, runtime: str | None = None, builder: str | None = None) -> EnvSpec:
-    """The spec with base images replaced from the command line (validated like the spec's own)."""
+    """The spec with base images replaced from the command line (each checked like the spec's own)."""
     if not runtime and not builder:
         return spec
-    from builder.spec.model import parse_spec
-
-    data = spec.model_dump(mode="json")
+    images = dict(spec.images)
     for role, image in (("runtime", runtime), ("builder", builder)):
         if image:
             name, _, digest = image.partition("@")
-            data["images"][role] = {"image": name, "digest": digest or None}
-    replaced = parse_spec(data, f"{spec.source or spec.name} (with --base-image/--builder-image)")
-    replaced._source = spec.source
-    return replaced
+            images[role] = {"image": name, "digest": digest or None}
+    source = f"{spec.source or spec.name} (with --base-image/--builder-image)"
+    return spec.model_copy(update={"images": checked_value(Images, images, source, "images")})
 
 
 def with_ca_certificates(spec: EnvSpec, ca_certs: Sequence[Path]) -> EnvSpec:
     """CA files from the command line join the spec's (made absolute: they are not in the spec's folder)."""
     if not ca_certs:
         return spec
-    from builder.spec.model import parse_spec
-
-    data = spec.model_dump(mode="json")
-    data["ca_certificates"] = list(data.get("ca_certificates") or []) + [str(p.resolve()) for p in ca_certs]
-    replaced = parse_spec(data, f"{spec.source or spec.name} (with --ca-cert)")
-    replaced._source = spec.source
-    return replaced
+    files = (*spec.ca_certificates, *(str(p.resolve()) for p in ca_certs))
+    source = f"{spec.source or spec.name} (with --ca-cert)"
+    return spec.model_copy(update={"ca_certificates": checked_value(CaFiles, files, source, "ca_certificates")})
 
 
 def resolve_targets(
