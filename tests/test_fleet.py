@@ -165,6 +165,14 @@ def test_the_fleets_lowest_capability_is_read_at_the_spec(tmp_path: Path) -> Non
         lowest_capability(spec)
 
 
+def test_a_recorded_driver_cuda_keeps_a_two_digit_minor(tmp_path: Path) -> None:
+    record = json.loads((HOSTS / "hopper-h100.json").read_text())
+    record["driver"]["cuda"] = "12.10"
+    (tmp_path / "host.json").write_text(json.dumps(record))
+    facts = load_host(tmp_path / "host.json").facts
+    assert facts is not None and facts.driver.cuda == (12, 10)
+
+
 @pytest.mark.parametrize(("entry", "error"), [
     ("Voodoo 3", "is not in envbuild's GPU list"),
     ({"gpu": "V100", "host": "a.json"}, "give either `gpu`"),

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import UsageError
+from builder.spec.cuda import TargetId
 from builder.spec.model import load_spec, parse_spec
 from builder.spec.target import Sources, resolve_targets, with_ca_certificates, with_images
 
@@ -97,7 +98,7 @@ def test_pip_route_cuda_on_mac_is_refused() -> None:
 
 def test_unknown_target_on_command_line() -> None:
     with pytest.raises(UsageError, match="no target 11.8 in the spec"):
-        resolve_targets(spec(), cuda=("11.8",))
+        resolve_targets(spec(), cuda=(TargetId.parse("11.8"),))
 
 
 def test_image_override_is_validated() -> None:

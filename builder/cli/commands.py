@@ -13,6 +13,7 @@ from builder.cli.options import (
     BASE_IMAGE,
     BUILDER_IMAGE,
     NETWORK,
+    TARGET_ID,
     BuildFlags,
     ContainerFlags,
     LockFlags,
@@ -22,12 +23,13 @@ from builder.cli.options import (
     sources_options,
 )
 from builder.errors import EnvbuildError, UsageError
+from builder.spec.cuda import TargetId
 from builder.spec.model import load_spec
 from builder.spec.target import Sources, resolve_targets, target_summary
 
 SPEC = click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-CUDA = click.option("--cuda", "cuda", multiple=True, metavar="X.Y|cpu",
+CUDA = click.option("--cuda", "cuda", multiple=True, type=TARGET_ID, metavar="X.Y|cpu",
                     help="Only this CUDA target (repeatable); default: every target of the spec.")
 
 
@@ -123,7 +125,7 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
               help="Image platform whose locked packages the build context installs.")
 @sources_options
 @JSON
-def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path | None, image_platform: str,
+def render(spec: Path, cuda: tuple[TargetId, ...], out: Path | None, lock_root: Path | None, image_platform: str,
            sources: Sources, as_json: bool) -> None:
     """Write each target's build context (Dockerfile, install plan from its lock, installer, smoke suite).
 
@@ -160,7 +162,7 @@ def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path 
               help="Runtime base image in place of the spec's (its glibc becomes __glibc).")
 @sources_options
 @JSON
-def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: bool, update: tuple[str, ...],
+def lock(spec: Path, cuda: tuple[TargetId, ...], platforms: tuple[str, ...], check: bool, update: tuple[str, ...],
          force: bool, solver: str | None, lock_root: Path | None, jobs: int | None, timeout: float,
          base_image: str | None, sources: Sources, as_json: bool) -> None:
     """Lock each CUDA target of SPEC with conda-lock (all its platforms in one conda-lock.yml)."""
@@ -234,7 +236,7 @@ def _raise_for_locks(results, check: bool, spec: Path) -> None:
 @lock_options
 @sources_options
 @JSON
-def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, source: str | None,
+def image(spec: Path, cuda: tuple[TargetId, ...], all_targets: bool, push: str | None, source: str | None,
           revision: str | None, build: BuildFlags, locks: LockFlags, sources: Sources, as_json: bool) -> None:
     """Build one PyTorch-CUDA image per target through the Docker SDK."""
     from builder.image.pipeline import build_target_image
@@ -544,7 +546,7 @@ def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | Non
 @sources_options
 @container_options_group
 @JSON
-def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlags, sources: Sources,
+def matrix(spec: Path, cuda: tuple[TargetId, ...], build: BuildFlags, locks: LockFlags, sources: Sources,
            smoke_container: ContainerFlags, as_json: bool) -> None:
     """Lock-check, build and smoke-test every target of SPEC on this host (what a GPU runner runs);
     exit 1 if anything failed."""
@@ -591,7 +593,8 @@ def _first_error(rows):
 
 @cli.command()
 @SPEC
-@click.option("--cuda", metavar="X.Y|cpu", help="The target; default: the newest CUDA target this host runs, else cpu.")
+@click.option("--cuda", type=TARGET_ID, metavar="X.Y|cpu",
+              help="The target; default: the newest CUDA target this host runs, else cpu.")
 @click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), help="Create the environment here.")
 @click.option("--name", help="Create it as $ENVBUILD_ENVS_DIR/NAME (default folder ~/.envbuild/envs).")
 @click.option("--installer", default="auto", show_default=True, metavar="auto|envbuild|PATH",
@@ -609,7 +612,7 @@ def _first_error(rows):
 @lock_options
 @sources_options
 @JSON
-def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None, installer: str,
+def onboard(spec: Path, cuda: TargetId | None, prefix: Path | None, name: str | None, installer: str,
             kernel_dir: Path | None, no_smoke: bool, force: bool, as_image: bool, pull: str | None,
             base_image: str | None, builder_image: str | None, network: str | None, locks: LockFlags,
             sources: Sources, as_json: bool) -> None:

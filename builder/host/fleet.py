@@ -33,8 +33,9 @@ from builder.host.doctor import (
 )
 from builder.host.gpuinfo import GpuInfo
 from builder.spec.compat import CompatData, load_compat, version_tuple
+from builder.spec.cuda import CudaVersion
 from builder.spec.fleet import HOST_FILE_VERSION, damaged_host_file, fleet_folder, read_host_file, recorded_gpu
-from builder.spec.gpus import capability_of, parse_capability, sm_name
+from builder.spec.gpus import capability_of, sm_name
 from builder.spec.model import EnvSpec, Route
 from builder.spec.target import Target
 from smoke.compat import arch_coverage
@@ -98,12 +99,21 @@ def facts_from_record(data: dict[str, Any]) -> HostFacts:
                            version=engine.get("version"), api_version=engine.get("api_version"),
                            runtimes=tuple(engine.get("runtimes") or ())),
         container_toolkit=dict(toolkit.get("executables") or {}),
-        driver=DriverReading(source=driver.get("source"), cuda=parse_capability(cuda) if cuda else None,
+        driver=DriverReading(source=driver.get("source"), cuda=_recorded_cuda(cuda) if cuda else None,
                              driver_version=driver.get("version"), notes=list(driver.get("notes") or [])),
         gpus=tuple(_gpu_from_record(gpu) for gpu in data.get("gpus") or ()),
         cuda_visible_devices=data.get("cuda_visible_devices"),
         cuda_device_order=data.get("cuda_device_order"),
     )
+
+
+def _recorded_cuda(text: str) -> tuple[int, int]:
+    """The CUDA version a host file recorded for its driver (`12.10` is not 12.1); ValueError when damaged."""
+    try:
+        cuda = CudaVersion.parse(text)
+    except UsageError as exc:
+        raise ValueError(exc.message) from None
+    return cuda.major, cuda.minor
 
 
 def _gpu_from_record(gpu: dict[str, Any]) -> GpuInfo:
@@ -255,7 +265,7 @@ def _smallest_cover(targets: list[Target], hosts: list[FleetHost], cells: list[C
 
     def rank(combo: tuple[Target, ...]) -> tuple[int, tuple[int, ...]]:
         native = sum(1 for t in combo for h in coverable if (cell := runs.get((t.key, h))) and cell.how == NATIVE)
-        return native, tuple(sorted((n for t in combo for n in version_tuple(t.cuda or "0")), reverse=True))
+        return native, tuple(sorted((n for t in combo if t.cuda for n in (t.cuda.major, t.cuda.minor)), reverse=True))
 
     for size in range(1, len(targets) + 1):
         combos = [combo for combo in itertools.combinations(targets, size)
@@ -266,7 +276,7 @@ def _smallest_cover(targets: list[Target], hosts: list[FleetHost], cells: list[C
 
 
 def nearest_builds(capability: tuple[int, int], compat: CompatData, routes: tuple[Route, ...] = tuple(Route),
-                   driver_cuda: tuple[int, int] | None = None) -> list[tuple[str, str, Route]]:
+                   driver_cuda: tuple[int, int] | None = None) -> list[tuple[str, CudaVersion, Route]]:
     """Per route, the newest released torch (projections only when nothing released fits) and its newest
     CUDA whose build has kernels for `capability` (and a CUDA major the driver runs, when known)."""
     found = []
@@ -274,10 +284,10 @@ def nearest_builds(capability: tuple[int, int], compat: CompatData, routes: tupl
         candidates = [(release, cuda) for release in compat.releases()
                       for cuda in release.cuda_variants(route)
                       if arch_coverage(release.archs_for(route, cuda), capability).covered
-                      and (driver_cuda is None or version_tuple(cuda)[0] <= driver_cuda[0])]
+                      and (driver_cuda is None or cuda.major <= driver_cuda[0])]
         released = [c for c in candidates if c[0].confidence != "projected"] or candidates
         if released:
-            release, cuda = max(released, key=lambda c: (version_tuple(c[0].line), version_tuple(c[1])))
+            release, cuda = max(released, key=lambda c: (version_tuple(c[0].line), c[1]))
             found.append((release.line, cuda, route))
     return found
 
