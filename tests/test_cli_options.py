@@ -69,3 +69,14 @@ def test_container_flags_are_checked_only_when_a_container_is_asked_for() -> Non
     with pytest.raises(UsageError, match="--shm-size 'lots'"):
         flags.container()
     assert ContainerFlags(ulimits=("stack=67108864",)).container().ulimits == (("stack", 67108864, 67108864),)
+
+
+def test_cuda_is_parsed_where_it_enters() -> None:
+    runner = CliRunner()
+    for args in (["render", SPEC], ["lock", SPEC], ["image", SPEC], ["matrix", SPEC], ["onboard", SPEC]):
+        outcome = runner.invoke(cli, [*args, "--cuda", "12.06"])
+        assert outcome.exit_code == 2, (args, outcome.output)
+        assert outcome.output.strip().splitlines() == [
+            "Error: --cuda: '12.06' names no target: write a CUDA version like 12.6, or cpu"]
+    outcome = runner.invoke(cli, ["render", SPEC, "--cuda", "99.9"])
+    assert outcome.exit_code == 2 and "no target 99.9 in the spec (targets: 13.0, 12.9, 12.6, 11.8, cpu)" in outcome.output

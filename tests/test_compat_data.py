@@ -7,6 +7,7 @@ import re
 import pytest
 
 from builder.spec.compat import load_compat, release_line, version_tuple
+from builder.spec.cuda import CudaVersion
 from builder.spec.model import Route
 
 pytestmark = pytest.mark.unit
@@ -30,7 +31,7 @@ def test_release_row(release) -> None:
     for cuda, archs in release.archs.items():
         assert archs == sorted(archs, key=lambda a: int(re.sub(r"\D", "", a))), "arch lists ascend"
         assert all(re.fullmatch(r"(sm|compute)_\d{2,3}", a) for a in archs)
-        if cuda.startswith("13"):
+        if cuda.major == 13:
             assert not {"sm_50", "sm_60", "sm_70"} & set(archs), "CUDA 13 dropped Maxwell, Pascal, Volta"
     assert release.confidence in ("verified", "partly", "projected")
     assert release.source
@@ -42,14 +43,14 @@ def test_legacy_channel_ends_at_25() -> None:
 
 
 def test_last_pip_release_with_118_is_27() -> None:
-    with_118 = [r.line for r in ROWS if "11.8" in r.cuda_variants(Route.PIP)]
+    with_118 = [r.line for r in ROWS if CudaVersion(11, 8) in r.cuda_variants(Route.PIP)]
     assert with_118[-1] == "2.7"
 
 
 @pytest.mark.parametrize("cuda", sorted(DATA.cuda), ids=str)
-def test_toolkit_row(cuda: str) -> None:
+def test_toolkit_row(cuda: CudaVersion) -> None:
     toolkit = DATA.cuda[cuda]
-    assert toolkit.pip_tag == "cu" + cuda.replace(".", "")
+    assert toolkit.pip_tag == "cu" + cuda.digits
     assert toolkit.nvidia_cuda_image.startswith(f"nvidia/cuda:{cuda}.")
     minimum = DATA.min_driver(cuda)
     assert version_tuple(minimum) <= version_tuple(toolkit.full_compat_driver)
@@ -91,5 +92,5 @@ def test_every_build_has_an_arch_list_with_a_source(release) -> None:
     ("2.10", Route.CONDA_FORGE, "13.0", {"sm_75", "sm_110", "compute_120"}, {"sm_70"}),
 ])
 def test_route_arch_lists_differ(line, route, cuda, present, absent) -> None:
-    archs = set(DATA.torch[line].archs_for(route, cuda))
+    archs = set(DATA.torch[line].archs_for(route, CudaVersion.parse(cuda)))
     assert present <= archs and not absent & archs

@@ -7,6 +7,7 @@ import pytest
 from builder.image.render import render_target
 from builder.lock.lockfile import CondaLock, LockedPackage
 from builder.lock.mixed_cuda import cuda_of, mixed_cuda_builds
+from builder.spec.cuda import CudaVersion
 from builder.spec.model import parse_spec
 from builder.spec.target import resolve_targets
 
@@ -75,7 +76,7 @@ def test_a_lock_with_two_cuda_builds_is_named() -> None:
                  ("torchvision", "0.28.0", "cuda126_py311_h2_300", "linux-64"),
                  ("cuda-version", "12.9", "h3_3", "linux-64"),
                  ("pytorch", "2.13.0", "cpu_py311_h4_100", "osx-arm64"))
-    problems = mixed_cuda_builds(lock, {"linux-64": "12.9", "osx-arm64": None})
+    problems = mixed_cuda_builds(lock, {"linux-64": CudaVersion(12, 9), "osx-arm64": None})
     assert problems == ["linux-64: the target needs CUDA 12.9, but locked "
                         "torchvision 0.28.0 cuda126_py311_h2_300 (CUDA 12.6)"]
 
@@ -84,7 +85,7 @@ def test_one_cuda_build_passes_and_a_cuda_build_on_a_cpu_platform_does_not() -> 
     lock = _lock(("pytorch", "2.13.0", "cuda129_py311_h1_300", "linux-64"),
                  ("torchvision", "0.28.0", "cuda129_py311_h2_300", "linux-64"),
                  ("pytorch", "2.13.0", "cuda129_py311_h1_300", "osx-arm64"))
-    problems = mixed_cuda_builds(lock, {"linux-64": "12.9", "osx-arm64": None})
+    problems = mixed_cuda_builds(lock, {"linux-64": CudaVersion(12, 9), "osx-arm64": None})
     assert problems == ["osx-arm64: the target needs no CUDA build, but locked pytorch 2.13.0 "
                         "cuda129_py311_h1_300 (CUDA 12.9)"]
 

@@ -32,6 +32,7 @@ from builder.host.doctor import (
     gather_host_facts,
 )
 from builder.host.gpuinfo import MIB, gpus_from_nvml, rank_by_free_memory
+from builder.spec.cuda import CudaVersion
 from builder.spec.model import load_spec
 from builder.spec.target import Target, resolve_targets
 from smoke.driver import DriverReading
@@ -247,7 +248,7 @@ def test_ptx_only_coverage_needs_a_full_compat_driver(driver_version: str, cuda:
                                                       arch_level: str) -> None:
     target = spec_targets()["cuda12.6"]
     ptx_only = dataclasses.replace(
-        target, release=target.release.model_copy(update={"archs": {"12.6": ["sm_80", "compute_80"]}}))
+        target, release=target.release.model_copy(update={"archs": {CudaVersion(12, 6): ["sm_80", "compute_80"]}}))
     report = checked(diagnose(host(driver_version, cuda, H100), [ptx_only]))
     assert by_target(report) == {"cuda12.6": verdict}
     [arch] = findings_of(report, "cuda12.6", "archs")

@@ -29,6 +29,7 @@ from builder.host.fleet import (
     spec_hosts,
 )
 from builder.init.lint import lint_spec
+from builder.spec.fleet import lowest_capability
 from builder.spec.gpus import capability_of, parse_capability
 from builder.spec.model import load_spec, parse_spec
 from builder.spec.target import resolve_targets
@@ -152,6 +153,24 @@ def test_spec_host_files_are_relative_to_the_spec(tmp_path: Path) -> None:
     [host] = spec_hosts(spec)
     assert (host.name, host.count, host.capabilities) == ("lab-v100", 3, [(7, 0)])
     assert fleet_matrix(resolve_targets(spec), [host]).cell("cuda12.6", "lab-v100").verdict == MINOR_COMPAT
+
+
+def test_the_fleets_lowest_capability_is_read_at_the_spec(tmp_path: Path) -> None:
+    (tmp_path / "hosts").mkdir()
+    (tmp_path / "hosts" / "gpu1.json").write_text((HOSTS / "pascal-p100.json").read_text())
+    spec = load_spec(write_spec(tmp_path, 'targets:\n  - {cuda: "12.6"}\nfleet:\n  - H100\n  - {host: hosts/gpu1.json}\n'))
+    assert lowest_capability(spec) == min(c for host in spec_hosts(spec) for c in host.capabilities) == (6, 0)
+    (tmp_path / "hosts" / "gpu1.json").write_text('{"envbuild_host": 1, "gpus": [{"name": "A100"}]}')
+    with pytest.raises(UsageError, match="the host file is damaged"):
+        lowest_capability(spec)
+
+
+def test_a_recorded_driver_cuda_keeps_a_two_digit_minor(tmp_path: Path) -> None:
+    record = json.loads((HOSTS / "hopper-h100.json").read_text())
+    record["driver"]["cuda"] = "12.10"
+    (tmp_path / "host.json").write_text(json.dumps(record))
+    facts = load_host(tmp_path / "host.json").facts
+    assert facts is not None and facts.driver.cuda == (12, 10)
 
 
 @pytest.mark.parametrize(("entry", "error"), [

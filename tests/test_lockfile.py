@@ -11,6 +11,7 @@ from builder.errors import EnvbuildError
 from builder.image.context import make_context
 from builder.lock.install import export_platform_plan
 from builder.lock.lockfile import read_lock
+from builder.spec.cuda import TargetId
 from builder.spec.model import load_spec
 from builder.spec.target import resolve_targets
 
@@ -57,7 +58,7 @@ def test_one_read_gives_the_install_plan(tmp_path: Path, version: int) -> None:
 def test_a_bad_lockfile_reads_the_same_for_every_stage(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "conda-lock.yml"
     path.write_text(content)
-    target = resolve_targets(load_spec(SPEC), ("cpu",))[0]
+    target = resolve_targets(load_spec(SPEC), (TargetId.parse("cpu"),))[0]
     messages = []
     for stage in (lambda: read_lock(path), lambda: export_platform_plan(path, "linux-64"),
                   lambda: make_context(target, path, tmp_path / "context")):

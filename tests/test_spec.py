@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from builder.errors import UsageError
+from builder.spec.cuda import CudaVersion, TargetId, cuda_json, cuda_or_cpu, target_key
 from builder.spec.model import Route, load_spec, parse_spec
 
 pytestmark = pytest.mark.unit
@@ -102,3 +105,46 @@ def test_bad_yaml_file(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot read the spec"):
         load_spec(tmp_path / "absent.yaml")
+
+
+# --- the CUDA version type ------------------------------------------------------------------------
+
+def test_cuda_version_forms_and_order() -> None:
+    cuda = CudaVersion.parse("12.9")
+    assert (str(cuda), cuda.digits, cuda.key, str(cuda.major_floor)) == ("12.9", "129", "cuda12.9", "12.0")
+    assert CudaVersion.parse("12.10") > cuda > CudaVersion.parse("12.1")  # 12.10 is not 12.1
+    assert str(CudaVersion.parse("12.10")) == "12.10"
+    assert (cuda_or_cpu(cuda), cuda_or_cpu(None), cuda_json(None), target_key(None)) == ("12.9", "cpu", None, "cpu")
+
+
+@pytest.mark.parametrize("text", ["12", "12.", "12.06", "cpu", "12.9.1", " 12.9", "v12.9", ""])
+def test_cuda_version_refuses_other_text(text: str) -> None:
+    with pytest.raises(UsageError, match="is not a CUDA version like 12.6"):
+        CudaVersion.parse(text)
+
+
+def test_a_target_id_is_a_cuda_version_or_cpu() -> None:
+    assert TargetId.parse("cpu") == TargetId(None) and str(TargetId.parse("cpu")) == "cpu"
+    assert TargetId.parse("12.10").cuda == CudaVersion(12, 10)
+    with pytest.raises(UsageError, match="'CPU' names no target: write a CUDA version like 12.6, or cpu"):
+        TargetId.parse("CPU")
+
+
+def test_a_spec_target_holds_its_cuda_typed_and_writes_it_back_as_text() -> None:
+    spec = parse_spec(spec_with(targets=[{"cuda": "12.10"}, {"cuda": "cpu"}]))
+    assert [t.cuda for t in spec.targets] == [CudaVersion(12, 10), None]
+    assert [t["cuda"] for t in spec.model_dump(mode="json")["targets"]] == ["12.10", "cpu"]
+
+
+def test_a_cuda_written_with_a_leading_zero_is_refused() -> None:
+    with pytest.raises(UsageError, match="targets.0.cuda: '12.06' contains characters or a form"):
+        parse_spec(spec_with(targets=[{"cuda": "12.06"}]), "envs/team.yaml")
+
+
+def test_the_spec_stage_imports_no_stage_above_it() -> None:
+    code = ("import sys, builder.spec.target, builder.spec.fleet, builder.spec.cuda_builds; "
+            "print(' '.join(m for m in sys.modules if m.startswith('builder.') and m.split('.')[1] in "
+            "('host', 'init', 'lock', 'image', 'teams', 'cli')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0 and done.stdout.strip() == "", done.stdout + done.stderr

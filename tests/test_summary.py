@@ -15,6 +15,7 @@ from builder.image.build import ImageResult
 from builder.image.pipeline import LockPolicy
 from builder.lock.targets import LockResult
 from builder.reports import write_junit
+from builder.spec.cuda import TargetId
 from builder.spec.model import load_spec
 from builder.spec.target import resolve_targets
 from builder.teams.matrix import MatrixRow, run_matrix
@@ -64,7 +65,7 @@ def test_lock_check_of_a_stale_lock_says_the_same(repo: Path) -> None:
 
 def test_matrix_junit_stage_carries_the_measured_time(repo: Path, tmp_path: Path) -> None:
     spec_path = repo / "envs" / "pytorch.yaml"
-    [target] = resolve_targets(load_spec(spec_path), ["cpu"])
+    [target] = resolve_targets(load_spec(spec_path), [TargetId.parse("cpu")])
     [row] = run_matrix([target], locks=LockPolicy(lock_root=tmp_path / "no-locks", frozen=True))
     assert row.stage == "lock" and "the lock is missing" in row.error
     assert set(row.stage_seconds) == {"lock"} and row.stage_seconds["lock"] > 0

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from builder.errors import UsageError
+from builder.spec.cuda import TargetId
 from builder.spec.model import load_spec, parse_spec
-from builder.spec.target import Sources, resolve_targets, with_images
+from builder.spec.target import Sources, resolve_targets, with_ca_certificates, with_images
 
 pytestmark = pytest.mark.unit
 
@@ -97,7 +98,7 @@ def test_pip_route_cuda_on_mac_is_refused() -> None:
 
 def test_unknown_target_on_command_line() -> None:
     with pytest.raises(UsageError, match="no target 11.8 in the spec"):
-        resolve_targets(spec(), cuda=("11.8",))
+        resolve_targets(spec(), cuda=(TargetId.parse("11.8"),))
 
 
 def test_image_override_is_validated() -> None:
@@ -105,6 +106,23 @@ def test_image_override_is_validated() -> None:
         with_images(spec(), runtime="bad image\nRUN x")
     replaced = with_images(spec(), runtime="local/debian:bookworm")
     assert resolve_targets(replaced)[0].glibc == "2.36"
+
+
+def test_image_and_ca_overrides_update_the_valid_spec_in_place(tmp_path: Path) -> None:
+    loaded = load_spec(ROOT / "envs" / "pytorch.yaml")
+    replaced = with_images(loaded, "debian:bookworm@sha256:" + "b" * 64)
+    assert replaced.source == loaded.source and replaced.targets == loaded.targets
+    assert replaced.images.runtime.digest == "sha256:" + "b" * 64 and replaced.images.builder == loaded.images.builder
+    with pytest.raises(UsageError) as caught:
+        with_images(loaded, "bad image", "Bad:Image")
+    source = f"{loaded.source} (with --base-image/--builder-image)"
+    assert caught.value.message == (
+        f"{source}: images.runtime.image: 'bad image' contains characters or a form that is not allowed; "
+        f"{source}: images.builder.image: 'Bad:Image' contains characters or a form that is not allowed")
+    spaced = tmp_path / "my corp.pem"
+    spaced.write_text("x")
+    with pytest.raises(UsageError, match=r"\(with --ca-cert\): ca_certificates.0: '.*my corp.pem' contains characters"):
+        with_ca_certificates(loaded, [spaced])
 
 
 def test_a_target_that_changes_route_gets_that_routes_channels() -> None:

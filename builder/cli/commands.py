@@ -10,6 +10,7 @@ import click
 
 from builder import __version__, reports
 from builder.cli.options import (
+    TARGET_ID,
     BuildFlags,
     CiJobFlags,
     ContainerFlags,
@@ -31,12 +32,13 @@ from builder.cli.options import (
     sources_options,
 )
 from builder.errors import EnvbuildError, UsageError
+from builder.spec.cuda import TargetId
 from builder.spec.model import load_spec
 from builder.spec.target import Sources, resolve_targets, target_summary
 
 SPEC = click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-CUDA = click.option("--cuda", "cuda", multiple=True, metavar="X.Y|cpu",
+CUDA = click.option("--cuda", "cuda", multiple=True, type=TARGET_ID, metavar="X.Y|cpu",
                     help="Only this CUDA target (repeatable); default: every target of the spec.")
 
 
@@ -132,7 +134,7 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
               help="Image platform whose locked packages the build context installs.")
 @sources_options
 @JSON
-def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path | None, image_platform: str,
+def render(spec: Path, cuda: tuple[TargetId, ...], out: Path | None, lock_root: Path | None, image_platform: str,
            sources: Sources, as_json: bool) -> None:
     """Write each target's build context (Dockerfile, install plan from its lock, installer, smoke suite).
 
@@ -159,7 +161,7 @@ def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path 
               help="Runtime base image in place of the spec's (its glibc becomes __glibc).")
 @sources_options
 @JSON
-def lock(spec: Path, cuda: tuple[str, ...], solve: SolveFlags, base_image: str | None, sources: Sources,
+def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: str | None, sources: Sources,
          as_json: bool) -> None:
     """Lock each CUDA target of SPEC with conda-lock (all its platforms in one conda-lock.yml)."""
     from builder.lock.targets import check_targets, lock_targets
@@ -231,7 +233,7 @@ def _raise_for_locks(results, check: bool, spec: Path) -> None:
 @lock_options
 @sources_options
 @JSON
-def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, publish: PublishFlags, build: BuildFlags,
+def image(spec: Path, cuda: tuple[TargetId, ...], all_targets: bool, publish: PublishFlags, build: BuildFlags,
           locks: LockFlags, sources: Sources, as_json: bool) -> None:
     """Build one PyTorch-CUDA image per target through the Docker SDK."""
     from builder.image.pipeline import build_target_image
@@ -527,7 +529,7 @@ def ci(provider: str, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
 @sources_options
 @container_options_group
 @JSON
-def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlags, sources: Sources,
+def matrix(spec: Path, cuda: tuple[TargetId, ...], build: BuildFlags, locks: LockFlags, sources: Sources,
            smoke_container: ContainerFlags, as_json: bool) -> None:
     """Lock-check, build and smoke-test every target of SPEC on this host (what a GPU runner runs);
     exit 1 if anything failed."""
@@ -573,13 +575,14 @@ def _first_error(rows):
 
 @cli.command()
 @SPEC
-@click.option("--cuda", metavar="X.Y|cpu", help="The target; default: the newest CUDA target this host runs, else cpu.")
+@click.option("--cuda", type=TARGET_ID, metavar="X.Y|cpu",
+              help="The target; default: the newest CUDA target this host runs, else cpu.")
 @local_env_options
 @image_path_options
 @lock_options
 @sources_options
 @JSON
-def onboard(spec: Path, cuda: str | None, local_env: LocalEnvFlags, image_path: ImagePathFlags, locks: LockFlags,
+def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_path: ImagePathFlags, locks: LockFlags,
             sources: Sources, as_json: bool) -> None:
     """A new team member's path: the local environment of SPEC from its lock, a Jupyter kernel, the smoke
     suite in it, and what to do next (--image: the image and its `docker run` line)."""

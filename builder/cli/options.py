@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from builder.errors import UsageError
 from builder.image.smoke_run import ContainerOptions, container_options
+from builder.spec.cuda import TargetId
 from builder.spec.model import EnvSpec, load_spec
 from builder.spec.target import Sources, with_ca_certificates, with_images
 
@@ -53,6 +55,21 @@ def option_group(parameter: str, options: Sequence[Decorator], pack: Callable[..
     return decorator
 
 
+class TargetIdParam(click.ParamType):
+    """`--cuda 12.9` / `--cuda cpu`, parsed where it enters: commands receive a TargetId."""
+
+    name = "X.Y|cpu"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> TargetId:
+        if isinstance(value, TargetId):
+            return value
+        try:
+            return TargetId.parse(value)
+        except UsageError as exc:
+            raise UsageError(f"{param.opts[0] if param else '--cuda'}: {exc.message}") from None
+
+
+TARGET_ID = TargetIdParam()
 BASE_IMAGE = click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
 BUILDER_IMAGE = click.option("--builder-image", metavar="IMAGE[@DIGEST]",
                              help="Env-builder image (needs Python >= 3.10).")

@@ -24,6 +24,7 @@ import yaml
 from builder.findings import Finding, Location, RuleRegistry, Severity
 from builder.host.gpuinfo import GpuInfo
 from builder.spec.compat import CompatData, load_compat, version_tuple
+from builder.spec.cuda import CudaVersion
 from builder.spec.target import Target, default_pip_index
 from smoke.compat import arch_coverage, driver_cuda_from_nvml
 from smoke.driver import DriverReading
@@ -47,8 +48,9 @@ class ExplainContext:
     compat: CompatData = field(default_factory=load_compat)
 
     @property
-    def driver_cuda(self) -> tuple[int, int] | None:
-        return self.driver.cuda if self.driver else None
+    def driver_cuda(self) -> CudaVersion | None:
+        """The newest CUDA this host's driver runs."""
+        return CudaVersion(*self.driver.cuda) if self.driver and self.driver.cuda is not None else None
 
 
 @dataclass(frozen=True)
@@ -245,33 +247,28 @@ def capability_of(sm: str) -> tuple[int, int] | None:
     return (int(digits.group(1)), int(digits.group(2))) if digits else None
 
 
-def _cuda_tuple(cuda: str) -> tuple[int, int]:
-    parts = version_tuple(cuda)
-    return parts[0], parts[1] if len(parts) > 1 else 0
-
-
-def _driver_runs(driver_cuda: tuple[int, int] | None, cuda: str) -> str | None:
+def _driver_runs(driver_cuda: CudaVersion | None, cuda: CudaVersion) -> str | None:
     """'runs', 'minor' (minor-version compatibility) or None, for a CUDA build on a driver of this CUDA."""
     if driver_cuda is None:
         return "runs"
-    wanted = _cuda_tuple(cuda)
-    if wanted <= driver_cuda:
+    if cuda <= driver_cuda:
         return "runs"
-    if wanted[0] == driver_cuda[0]:
+    if cuda.major == driver_cuda.major:
         return "minor"
     return None
 
 
-def _released_builds(compat: CompatData) -> list[tuple[str, str, str, list[str]]]:
+def _released_builds(compat: CompatData) -> list[tuple[str, str, CudaVersion, list[str]]]:
     """(release line, latest version, CUDA, arch list) of every released (not projected) torch build."""
     return [(release.line, release.latest, cuda, archs) for release in compat.releases()
             if release.confidence != "projected" for cuda, archs in release.archs.items()]
 
 
-def _builds_with_kernels(capability: tuple[int, int], context: ExplainContext) -> tuple[list[str], str | None]:
-    """Targets of the spec whose build covers this GPU; else the best released build (newest torch, the
-    oldest CUDA of it with kernels, one this host's driver runs when the driver is known)."""
-    targets = [t.key for t in context.targets if t.cuda and t.archs and arch_coverage(t.archs, capability).covered
+def _builds_with_kernels(capability: tuple[int, int],
+                         context: ExplainContext) -> tuple[list[Target], tuple[str, CudaVersion] | None]:
+    """Targets of the spec whose build covers this GPU; else the best released build, as (torch, CUDA): the
+    newest torch, the oldest CUDA of it with kernels, one this host's driver runs when the driver is known."""
+    targets = [t for t in context.targets if t.cuda and t.archs and arch_coverage(t.archs, capability).covered
                and _driver_runs(context.driver_cuda, t.cuda)]
     if targets:
         return targets, None
@@ -279,8 +276,8 @@ def _builds_with_kernels(capability: tuple[int, int], context: ExplainContext) -
               if arch_coverage(archs, capability).covered and _driver_runs(context.driver_cuda, cuda)]
     if not builds:
         return [], None
-    line, latest, cuda = max(builds, key=lambda b: (version_tuple(b[0]), tuple(-p for p in version_tuple(b[2]))))
-    return [], f"torch {latest} with CUDA {cuda}"
+    line, latest, cuda = max(builds, key=lambda b: (version_tuple(b[0]), (-b[2].major, -b[2].minor)))
+    return [], (latest, cuda)
 
 
 def _host_gpu_words(context: ExplainContext) -> str:
@@ -301,11 +298,12 @@ def _arch_not_in_build(hit: Hit, context: ExplainContext) -> tuple[str, str]:
         return message, hit.text(hit.rule.fix)
     targets, build = _builds_with_kernels(capability, context)
     if targets:
-        fix = f"use target {targets[0]} (its build has {sm} kernels): `envbuild image SPEC --cuda {targets[0][4:]}`"
+        fix = (f"use target {targets[0].key} (its build has {sm} kernels): "
+               f"`envbuild image SPEC --cuda {targets[0].cuda}`")
     elif build:
-        cuda = build.rsplit(" ", 1)[1]
-        fix = (f"use {build}, the newest released build with {sm} kernels: a target `cuda: \"{cuda}\"` "
-               f"with that torch in the spec, then `envbuild doctor SPEC` on this host to confirm")
+        torch, cuda = build
+        fix = (f"use torch {torch} with CUDA {cuda}, the newest released build with {sm} kernels: a target "
+               f"`cuda: \"{cuda}\"` with that torch in the spec, then `envbuild doctor SPEC` on this host to confirm")
     else:
         fix = (f"no released torch build in envbuild's data has {sm} kernels: "
                "build torch from source with TORCH_CUDA_ARCH_LIST")
@@ -327,9 +325,9 @@ def _no_kernel_image(hit: Hit, context: ExplainContext) -> tuple[str, str]:
             break
         targets, build = _builds_with_kernels(capability, context)
         if targets:
-            return message, f"use target {targets[0]} (its build has {sm} kernels for {name})"
+            return message, f"use target {targets[0].key} (its build has {sm} kernels for {name})"
         if build:
-            return message, f"use {build} (it has {sm} kernels for {name})"
+            return message, f"use torch {build[0]} with CUDA {build[1]} (it has {sm} kernels for {name})"
     return message, hit.text(hit.rule.fix)
 
 
@@ -338,13 +336,13 @@ def _driver_too_old(hit: Hit, context: ExplainContext) -> tuple[str, str]:
     found = hit.fields.get("found")
     if not found or not found.isdigit():
         return hit.text(hit.rule.message), hit.text(hit.rule.fix)
-    driver_cuda = driver_cuda_from_nvml(int(found))
-    cuda_text = f"{driver_cuda[0]}.{driver_cuda[1]}"
+    driver_cuda = CudaVersion(*driver_cuda_from_nvml(int(found)))
+    cuda_text = str(driver_cuda)
     message = hit.text(hit.rule.message.replace("{driver_cuda}", cuda_text))
     runnable = _runnable_on(driver_cuda, context)
-    next_major = f"{driver_cuda[0] + 1}.0"
+    next_major = CudaVersion(driver_cuda.major + 1, 0)
     newer = context.compat.min_driver(next_major)
-    update = f"update the NVIDIA driver (>= {newer} runs CUDA {driver_cuda[0] + 1}.x builds)" if newer \
+    update = f"update the NVIDIA driver (>= {newer} runs CUDA {next_major.major}.x builds)" if newer \
         else "update the NVIDIA driver"
     if runnable:
         fix = f"use a target this driver runs: {runnable}; or {update}"
@@ -353,7 +351,7 @@ def _driver_too_old(hit: Hit, context: ExplainContext) -> tuple[str, str]:
     return message, fix
 
 
-def _runnable_on(driver_cuda: tuple[int, int], context: ExplainContext) -> str:
+def _runnable_on(driver_cuda: CudaVersion, context: ExplainContext) -> str:
     """The spec's targets (else released builds) a driver of this CUDA runs: fully first, then minor-version."""
     if context.targets:
         words = []
@@ -369,10 +367,10 @@ def _runnable_on(driver_cuda: tuple[int, int], context: ExplainContext) -> str:
              if _driver_runs(driver_cuda, cuda) == "minor"]
     words = []
     if full:
-        line, latest, cuda = max(full, key=lambda b: (version_tuple(b[0]), version_tuple(b[2])))
+        line, latest, cuda = max(full, key=lambda b: (version_tuple(b[0]), b[2]))
         words.append(f"torch {latest} with CUDA {cuda}")
     if minor:
-        line, latest, cuda = max(minor, key=lambda b: (version_tuple(b[0]), version_tuple(b[2])))
+        line, latest, cuda = max(minor, key=lambda b: (version_tuple(b[0]), b[2]))
         words.append(f"torch {latest} with CUDA {cuda} (minor-version compatibility: no PTX JIT)")
     return ", or ".join(words)
 
@@ -384,8 +382,7 @@ def _driver_insufficient(hit: Hit, context: ExplainContext) -> tuple[str, str]:
         message += "; on this host no driver answered at all"
     elif context.driver_cuda is not None:
         runnable = _runnable_on(context.driver_cuda, context)
-        cuda = f"{context.driver_cuda[0]}.{context.driver_cuda[1]}"
-        return f"{message}; this host's driver supports CUDA {cuda}", \
+        return f"{message}; this host's driver supports CUDA {context.driver_cuda}", \
             f"use a target this driver runs: {runnable or 'none in the data'}; or update the NVIDIA driver"
     return message, hit.text(hit.rule.fix)
 

@@ -20,6 +20,7 @@ import jinja2
 from builder import __version__
 from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
+from builder.spec.cuda import CudaVersion, cuda_or_cpu
 from builder.spec.target import Target
 from builder.templates import environment
 
@@ -72,7 +73,7 @@ def _labels(target: Target, lock_hash: str | None) -> dict[str, str]:
         "io.envbuild.target": target.key,
         "io.envbuild.torch": target.torch,
         "io.envbuild.torchvision": target.torchvision or "",
-        "io.envbuild.cuda": target.cuda or "cpu",
+        "io.envbuild.cuda": cuda_or_cpu(target.cuda),
         "io.envbuild.python": target.python,
         "io.envbuild.route": target.route.value,
         "io.envbuild.min-driver": target.min_driver or "",
@@ -85,13 +86,13 @@ def _labels(target: Target, lock_hash: str | None) -> dict[str, str]:
     return dict(sorted((key, value) for key, value in labels.items() if value))
 
 
-def required_driver_cuda(cuda: str | None) -> str:
+def required_driver_cuda(cuda: CudaVersion | None) -> str:
     """NVIDIA_REQUIRE_CUDA for a CUDA X.Y build: `cuda>=X.0`. CUDA minor-version compatibility lets
     an X.Y build run on any X.* driver (the compat data's min_driver); requiring X.Y would make
     the container runtime refuse hosts where envbuild doctor and the smoke suite say it runs."""
     if not cuda:
         return ""
-    return f"cuda>={cuda.split('.')[0]}.0"
+    return f"cuda>={cuda.major_floor}"
 
 
 def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None) -> list[Block]:
@@ -105,7 +106,7 @@ def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None
             {
                 "require_cuda": required_driver_cuda(target.cuda),
                 "torch": target.torch,
-                "cuda": target.cuda or "cpu",
+                "cuda": cuda_or_cpu(target.cuda),
                 # the smoke check env.arch_flags compares this with what the installed torch was built for
                 "archs": " ".join(target.archs),
             },

@@ -108,9 +108,14 @@ def _cuda_hint(reading: Reading, route: Route) -> CudaWish:
     return CudaWish(exact, tuple(hints), majors, tuple(r for _, r in reading.cuda_ranges))
 
 
+def _cuda_variants(release: TorchRelease, route: Route) -> list[str]:
+    """The release's CUDA builds on a route as text, as the file's CUDA hints are written."""
+    return [str(cuda) for cuda in release.cuda_variants(route)]
+
+
 def _variant(release: TorchRelease, route: Route, wish: CudaWish) -> str | None:
     """The CUDA variant of `release` on `route` that the wish leads to; None when it has none."""
-    variants = release.cuda_variants(route)
+    variants = _cuda_variants(release, route)
     if wish.exact == CPU:
         return CPU if route is not Route.PYTORCH_CHANNEL or variants else None
     if wish.exact not in (None, SOME_CUDA):
@@ -211,7 +216,7 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
                                        f"envbuild's compatibility data; {oldest.line} is the oldest it builds")
         return oldest.latest, oldest
     cuda_too_old = wish.exact not in (None, SOME_CUDA, CPU) and allowed and all(
-        version_tuple(wish.exact) < version_tuple(r.cuda_variants(route)[0]) for r in allowed)
+        version_tuple(wish.exact) < version_tuple(_cuda_variants(r, route)[0]) for r in allowed)
     python_too_old = python is not None and allowed and all(
         version_tuple(python) < version_tuple(r.python.min) for r in allowed)
     if cuda_too_old or python_too_old:
@@ -222,11 +227,11 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
                                        f"{_conditions(route, wish, python)}; {chosen.line} is the newest "
                                        "the line allows")
         return chosen.latest, chosen
-    if wish.exact not in (None, SOME_CUDA, CPU) and wish.exact not in compat.cuda \
-            and version_tuple(wish.exact) > max(version_tuple(c) for c in compat.cuda):
-        known_cuda = ", ".join(sorted(compat.cuda, key=version_tuple))
+    known_cuda = [str(cuda) for cuda in sorted(compat.cuda)]
+    if wish.exact not in (None, SOME_CUDA, CPU) and wish.exact not in known_cuda \
+            and version_tuple(wish.exact) > max(version_tuple(c) for c in known_cuda):
         raise reading.fail(f"{_cuda_entry(reading, wish)!r} names CUDA {wish.exact}, newer than any CUDA release "
-                           f"envbuild knows ({known_cuda}); fix the version and run `envbuild init` again")
+                           f"envbuild knows ({', '.join(known_cuda)}); fix the version and run `envbuild init` again")
     known = ", ".join(r.line for r in compat.releases())
     raise reading.fail(f"no torch release in envbuild's compatibility data fits {text!r} with "
                        f"{_conditions(route, wish, python)} (known: {known})")
@@ -256,7 +261,7 @@ def _choose_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchR
 
 def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str:
     variant = _variant(release, route, wish)
-    variants = release.cuda_variants(route)
+    variants = _cuda_variants(release, route)
     if variant is None and wish.exact not in (None, SOME_CUDA, CPU):
         if version_tuple(wish.exact) >= version_tuple(variants[0]):
             return wish.exact  # not too old, just not built: resolving the spec refuses it with the reason
@@ -508,7 +513,7 @@ def starter_draft(name: str | None = None, compat: CompatData | None = None) -> 
         "torch": release.latest,
         "torchvision": release.torchvision_latest,
         "route": Route.CONDA_FORGE.value,
-        "targets": [{"cuda": release.cuda_variants(Route.CONDA_FORGE)[-1]}, {"cuda": CPU}],
+        "targets": [{"cuda": str(release.cuda_variants(Route.CONDA_FORGE)[-1])}, {"cuda": CPU}],
         "conda": ["numpy"],
         "pip": [],
     }

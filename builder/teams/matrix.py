@@ -16,6 +16,7 @@ from builder.image.build import BuildOptions
 from builder.image.pipeline import LockPolicy, build_target_image, ensure_lock
 from builder.image.smoke_run import ContainerOptions, run_in_image
 from builder.lock.targets import check_targets
+from builder.spec.cuda import cuda_or_cpu
 from builder.spec.target import Target
 
 STAGES = ("lock", "image", "smoke", "done")
@@ -91,7 +92,7 @@ def run_matrix(
     statuses = {r.target: r.status for r in check_targets(targets, lock_root=locks.lock_root, solver=locks.solver)}
     rows = []
     for target in targets:
-        row = MatrixRow(target.key, target.torch, target.cuda or "cpu", lock=statuses[target.key])
+        row = MatrixRow(target.key, target.torch, cuda_or_cpu(target.cuda), lock=statuses[target.key])
         started = time.monotonic()
         try:
             _run_one(row, target, locks=locks, options=options, container=container, require_gpus=require_gpus,

@@ -42,7 +42,7 @@ from builder.image.pipeline import LockPolicy, build_target_image, ensure_lock
 from builder.image.smoke_run import SmokeRun, run_local
 from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
-from builder.spec.compat import version_tuple
+from builder.spec.cuda import CudaVersion, cuda_json, cuda_or_cpu
 from builder.spec.target import Target
 
 ENVS_DIR_ENV = "ENVBUILD_ENVS_DIR"
@@ -82,9 +82,9 @@ def choose_target(targets: Sequence[Target], facts: HostFacts, asked: bool, plat
         verdict = verdicts[target.key]
         return TargetChoice(target, f"asked for with --cuda; on this host: {_verdict_text(verdict)}", verdict.verdict)
     for wanted in (RUNS, MINOR_COMPAT):
-        runnable = [t for t in usable if t.cuda and verdicts[t.key].verdict == wanted]
+        runnable = {t.cuda: t for t in usable if t.cuda and verdicts[t.key].verdict == wanted}
         if runnable:
-            target = max(runnable, key=lambda t: version_tuple(t.cuda or "0"))
+            target = runnable[max(runnable)]
             return TargetChoice(target, f"the newest CUDA target this host runs: {_verdict_text(verdicts[target.key])}",
                                 wanted)
     cpu = next((t for t in usable if t.cuda is None), None)
@@ -390,7 +390,7 @@ def register_kernel(prefix: Path, target: Target, name: str, folder: Path | None
         "language": "python",
         "metadata": {"debugger": True,
                      "envbuild": {"env": target.name, "target": target.key, "torch": target.torch,
-                                  "cuda": target.cuda, "prefix": str(prefix)}},
+                                  "cuda": cuda_json(target.cuda), "prefix": str(prefix)}},
     }
     path = kernel_folder / "kernel.json"
     staged = kernel_folder / f".kernel.json.{os.getpid()}.tmp"
@@ -429,7 +429,7 @@ class OnboardResult:
     env: str
     target: str
     torch: str
-    cuda: str | None
+    cuda: CudaVersion | None
     reason: str
     tag: str  # the target's image tag
     prefix: Path
@@ -447,7 +447,8 @@ class OnboardResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "env": self.env, "target": self.target, "torch": self.torch, "cuda": self.cuda, "reason": self.reason,
+            "env": self.env, "target": self.target, "torch": self.torch, "cuda": cuda_json(self.cuda),
+            "reason": self.reason,
             "tag": self.tag,
             "prefix": str(self.prefix), "status": self.status, "installer": self.installer, "lock": str(self.lock),
             "seconds": round(self.seconds, 1), "kernel": self.kernel.as_dict() if self.kernel else None,
@@ -468,7 +469,8 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
     if state != "unchanged":
         echo(f"installing {target.key} into {prefix} with {installer_name(tool)} ...")
         install_environment(lock_path, platform, prefix, tool,
-                            EnvMarker(target.name, target.key, target.torch, target.cuda, digest, installer_name(tool)))
+                            EnvMarker(target.name, target.key, target.torch, cuda_json(target.cuda), digest,
+                                      installer_name(tool)))
     marker = EnvMarker.read(prefix) if state == "unchanged" else None
     installed_with = marker.installer if marker else installer_name(tool)
     status = {"new": "created", "replace": "replaced"}.get(state, state)
@@ -480,7 +482,7 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
         echo(f"running the smoke suite with {prefix / 'bin' / 'python'} ...")
         # A CUDA env picked on a host with GPUs must see one: a silent CPU fallback would pass.
         require = 1 if target.cuda and gpus_here else 0
-        result.smoke = run_local(require, target.torch, target.cuda or "cpu", timeout=SMOKE_TIMEOUT_S,
+        result.smoke = run_local(require, target.torch, cuda_or_cpu(target.cuda), timeout=SMOKE_TIMEOUT_S,
                                  python=prefix / "bin" / "python")
     result.next_steps = next_steps(result, tool, options.spec_path)
     result.seconds = time.monotonic() - started
@@ -501,7 +503,7 @@ def next_steps(result: OnboardResult, tool: Path | None, spec_path: Path | None)
     elif result.kernel:
         steps.append(result.kernel.hint)
     spec = spec_path or Path(f"envs/{result.env}.yaml")
-    cuda = result.cuda or "cpu"
+    cuda = cuda_or_cpu(result.cuda)
     steps.append(f"the same env as an image: envbuild image {spec} --cuda {cuda}, then envbuild smoke {result.tag}")
     steps.append(f"after the spec or its lock changes: envbuild onboard {spec} --cuda {cuda} --prefix {prefix}")
     return steps
@@ -514,7 +516,7 @@ class ImageOnboardResult:
     env: str
     target: str
     torch: str
-    cuda: str | None
+    cuda: CudaVersion | None
     reason: str
     image: str
     how: str  # built | pulled
@@ -522,10 +524,10 @@ class ImageOnboardResult:
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "seconds": round(self.seconds, 1)}
+        return {**asdict(self), "cuda": cuda_json(self.cuda), "seconds": round(self.seconds, 1)}
 
 
-def docker_run_line(image: str, cuda: str | None) -> str:
+def docker_run_line(image: str, cuda: CudaVersion | None) -> str:
     gpus = "--gpus all " if cuda else ""
     # DataLoader workers share tensors through /dev/shm; Docker's 64 MB default stalls them.
     return f'docker run --rm -it {gpus}--shm-size 1g -v "$PWD":/work -w /work {image}'
@@ -538,7 +540,7 @@ def pull_image(target: Target, registry: str, client=None) -> str:
         return pull(target.tag, registry, client)
     except EnvbuildError as exc:
         raise EnvbuildError(f"{exc.message}; build and push it with "
-                            f"`envbuild image ... --cuda {target.cuda or 'cpu'} --push {registry}`") from None
+                            f"`envbuild image ... --cuda {cuda_or_cpu(target.cuda)} --push {registry}`") from None
 
 
 def image_result(choice: TargetChoice, image: str, how: str, seconds: float) -> ImageOnboardResult:
