@@ -17,7 +17,10 @@ from typing import Any
 
 import jinja2
 
+import smoke
 from builder import __version__
+from builder.errors import UsageError
+from builder.generated_files import write_owned_folder
 from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
 from builder.spec.cuda import CudaVersion, cuda_or_cpu
@@ -31,8 +34,6 @@ LAYER_EPOCH = 315532800
 
 
 def smoke_dir() -> Path:
-    import smoke
-
     return Path(smoke.__file__).resolve().parent
 
 
@@ -158,8 +159,6 @@ def _tidy(text: str) -> str:
 
 def checked_ca_files(target: Target) -> tuple[Path, ...]:
     """The spec's CA files, each checked to be a PEM certificate (one UsageError line if not)."""
-    from builder.errors import UsageError
-
     base = target.spec.source.parent if target.spec.source else Path.cwd()
     files = []
     for name in target.spec.ca_certificates:
@@ -180,8 +179,6 @@ def check_ca_file(path: Path, shown: str) -> None:
     copy of the image), a DER file or anything else someone pointed --ca-cert at by mistake."""
     import base64
     import binascii
-
-    from builder.errors import UsageError
 
     try:
         with open(path, "rb") as handle:
@@ -219,6 +216,4 @@ def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] 
 
 def render_to(rendered: RenderedEnv, out: Path) -> Path:
     """The rendered files alone (no lock yet): into a new folder, or one envbuild wrote before."""
-    from builder.generated_files import write_owned_folder
-
     return write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")

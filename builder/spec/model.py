@@ -30,6 +30,8 @@ from pydantic_core import ErrorDetails, core_schema
 from builder.errors import UsageError
 from builder.spec.cuda import CPU, CudaVersion, cuda_or_cpu, target_key
 from builder.spec.gpus import capability_of
+from builder.userfile import read_yaml
+from builder.yamlio import SpecLoader
 
 # A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
 # constraints made of version characters and comparison operators. No spaces inside a constraint
@@ -285,9 +287,6 @@ def checked_value(kind: Any, data: Any, source: str, field: str) -> Any:
 def read_yaml_file(path: Path, what: str) -> Any:
     """A user's YAML file (a spec, an environment.yml), or one clear line saying why it cannot be read.
     Floats keep the text they were written as (`cuda: 12.10` is not CUDA 12.1)."""
-    from builder.userfile import read_yaml
-    from builder.yamlio import SpecLoader
-
     return read_yaml(path, what, UsageError, f"give a {what} file as `envbuild init` writes it", loader=SpecLoader)
 
 

@@ -36,10 +36,13 @@ from builder.host.doctor import (
     HostFacts,
     TargetVerdict,
     diagnose,
+    gather_host_facts,
 )
 from builder.image.build import BuildOptions
+from builder.image.build import pull_image as pull_registry_image
 from builder.image.pipeline import LockPolicy, build_target_image, ensure_lock
 from builder.image.smoke_run import SmokeRun, run_local
+from builder.lock.install import export_platform_plan
 from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
 from builder.spec.cuda import CudaVersion, cuda_json, cuda_or_cpu
@@ -108,8 +111,6 @@ def _verdict_text(verdict: TargetVerdict) -> str:
 
 def choose_for_this_host(targets: Sequence[Target], asked: bool, platform: str) -> tuple[TargetChoice, int]:
     """The choice on this host's facts, and how many GPUs it has."""
-    from builder.host.doctor import gather_host_facts
-
     facts = gather_host_facts(engine_timeout=ENGINE_TIMEOUT_S)
     return choose_target(targets, facts, asked, platform), len(facts.gpus)
 
@@ -303,8 +304,6 @@ def _swap_in(staging: Path, prefix: Path) -> None:
 def _run_own_installer(lock_path: Path, platform: str, prefix: Path, staging: Path, timeout: float) -> None:
     """builder.lock.install in a child process: py-rattler can crash at interpreter exit, and that must
     not take this process's report with it (the child leaves through os._exit)."""
-    from builder.lock.install import export_platform_plan
-
     plan = export_platform_plan(lock_path, platform)
     with tempfile.TemporaryDirectory(prefix="envbuild-onboard-", dir=prefix.parent) as work:
         plan_file = Path(work) / "plan.json"
@@ -534,10 +533,8 @@ def docker_run_line(image: str, cuda: CudaVersion | None) -> str:
 
 
 def pull_image(target: Target, registry: str, client=None) -> str:
-    from builder.image.build import pull_image as pull
-
     try:
-        return pull(target.tag, registry, client)
+        return pull_registry_image(target.tag, registry, client)
     except EnvbuildError as exc:
         raise EnvbuildError(f"{exc.message}; build and push it with "
                             f"`envbuild image ... --cuda {cuda_or_cpu(target.cuda)} --push {registry}`") from None
