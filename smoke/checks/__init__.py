@@ -11,6 +11,7 @@ CHECK_MODULES = (
     "environment",
     "kernels",
     "visibility",
+    "container",
     "dataparallel",
     "amp",
     "checkpoints",
