@@ -13,6 +13,7 @@ CHECK_MODULES = (
     "visibility",
     "container",
     "dataparallel",
+    "distributed",
     "amp",
     "checkpoints",
     "dataloader",
