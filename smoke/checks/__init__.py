@@ -17,6 +17,7 @@ CHECK_MODULES = (
     "amp",
     "checkpoints",
     "dataloader",
+    "compile_inductor",
     "torchvision_checks",
 )
 
