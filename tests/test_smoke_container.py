@@ -21,6 +21,7 @@ CPU_CHECKS_THAT_RUN = {
     "env.import_torch", "env.torch_version", "env.cuda_build", "visibility.to_semantics",
     "dp.passthrough", "amp.cpu_bf16", "checkpoint.cpu_map_location",
     "checkpoint.dataparallel_prefix", "dataloader.fork", "dataloader.spawn",
+    "ddp.allreduce_step", "container.shm", "container.limits",  # compile.inductor: no compiler in the image
 }
 
 

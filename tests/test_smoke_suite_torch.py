@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -28,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHECKS = {c.name: c for c in load_checks()}
 CPU_ONLY = not torch.cuda.is_available()
 needs_cpu_only = pytest.mark.skipif(not CPU_ONLY, reason="asserts what happens on a machine without CUDA")
+HAS_CXX = shutil.which(os.environ.get("CXX") or "g++") is not None
 
 
 @pytest.fixture(autouse=True)
@@ -215,8 +218,9 @@ def test_full_run_writes_reports_that_agree(tmp_path: Path) -> None:
         assert summary.failed == 0, [c for c in report.checks if c.status == "failed"]
         for name in ("env.import_torch", "visibility.to_semantics", "dp.passthrough", "amp.cpu_bf16",
                      "checkpoint.cpu_map_location", "checkpoint.dataparallel_prefix", "dataloader.fork",
-                     "dataloader.spawn"):
+                     "dataloader.spawn", "ddp.allreduce_step", "container.shm", "container.limits"):
             assert statuses[name] == "passed", name
+        assert statuses["compile.inductor"] == ("passed" if HAS_CXX else "skipped")
 
 
 @needs_cpu_only
@@ -327,3 +331,213 @@ def test_torchvision_checks_skip_with_a_reason_when_it_is_absent() -> None:
     for name in ("torchvision.version", "torchvision.cuda_build", "torchvision.ops", "torchvision.resnet18_amp"):
         result = _run(name, require_gpus=1)  # not a GPU skip: --require-gpus leaves it alone
         assert (result.status, result.reason) == ("skipped", "torchvision is not installed")
+
+
+# --- DistributedDataParallel ---------------------------------------------------------------------
+
+@needs_cpu_only
+def test_ddp_step_on_cpu_passes_with_gloo() -> None:
+    result = _run("ddp.allreduce_step")
+    assert result.status == "passed", result.reason
+    assert result.details["backend"] == "gloo"
+    reports = result.details["attempts"][-1]["reports"]
+    assert [r["all_reduce"] for r in reports] == [[3.0, 30.0], [3.0, 30.0]]
+    assert all(r["grads_match"] and r["params_match"] and r["stage"] == "done" for r in reports)
+
+
+def test_one_rank_alone_is_not_the_whole_batch_but_the_average_is() -> None:
+    # What makes the DDP comparison able to fail: a rank's own gradients (no all-reduce) miss the
+    # whole batch's; their average, which DDP's all-reduce computes, meets it.
+    from smoke.ddp_rank import all_close, gradients, make_batch, make_model
+
+    inputs, targets = make_batch()
+    whole = gradients(make_model(), inputs, targets)
+    first = gradients(make_model(), inputs[:8], targets[:8])
+    second = gradients(make_model(), inputs[8:], targets[8:])
+    assert not all_close(first, whole) and not all_close(second, whole)
+    assert all_close([(a + b) / 2 for a, b in zip(first, second, strict=True)], whole)
+
+
+@needs_cpu_only
+def test_ddp_names_the_cause_when_gloo_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "nosuchif0")  # gloo's own "Unable to find address for: nosuchif0"
+    result = _run("ddp.allreduce_step")
+    assert result.status == "failed"
+    assert "found no network interface" in result.reason and "GLOO_SOCKET_IFNAME=lo" in result.reason
+    assert "Unable to find address for: nosuchif0" in result.details["attempts"][-1]["diagnosis"]["evidence"]
+
+
+def test_ddp_ranks_past_the_deadline_are_killed_and_reaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import smoke.checks.distributed as distributed
+
+    monkeypatch.setattr(distributed, "DEADLINE_S", 1.0)
+    monkeypatch.setattr(distributed, "MIN_DEADLINE_S", 1.0)
+    started = time.monotonic()
+    result = _run("ddp.allreduce_step")
+    assert time.monotonic() - started < 10
+    assert result.status == "failed" and "did not finish within 1 s and were killed" in result.reason
+    assert _running("smoke.ddp_rank") == []
+
+
+def _running(module: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if module.encode() in command and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+# --- torch.compile -------------------------------------------------------------------------------
+
+@needs_cpu_only
+@pytest.mark.skipif(not HAS_CXX, reason="no C++ compiler here: the pass path cannot run")
+def test_compile_matches_eager_on_cpu() -> None:
+    result = _run("compile.inductor")
+    assert result.status == "passed", result.reason
+    assert result.details["kernels"] >= 1 and result.details["max_diff"] < 1e-5
+    assert result.details["compiler"]
+
+
+@needs_cpu_only
+def test_no_compiler_is_a_named_skip_unless_compile_is_required(monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-g++"))
+    monkeypatch.delenv("TORCH_INDUCTOR_INSTALL_GXX", raising=False)
+    result = _run("compile.inductor")
+    assert result.status == "skipped"
+    assert "no C++ compiler" in result.reason and "--require-compile" in result.reason
+    required = _run("compile.inductor", require_compile=True)  # the probe runs: torch's own error comes back
+    assert required.status == "failed"
+    assert required.reason.startswith("torch.compile is required but cannot run: no C++ compiler")
+    assert required.details["error"].startswith("InvalidCxxCompiler: No working C++ compiler found")
+
+
+@needs_cpu_only
+def test_cli_require_compile_fails_without_a_compiler(tmp_path: Path) -> None:
+    done = _smoke("--only", "compile", "--no-collect-env", env={"CXX": str(tmp_path / "none"),
+                                                                  "ENVBUILD_REQUIRE_COMPILE": "1"})
+    assert done.returncode == 1 and "FAIL   compile.inductor" in done.stdout
+
+
+# --- the container -------------------------------------------------------------------------------
+
+def test_container_checks_pass_here() -> None:
+    for name in ("container.shm", "container.limits"):
+        result = _run(name)
+        assert result.status == "passed", result.reason
+    assert _run("container.shm").details["need_bytes"] == 4 * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_shm_check_fails_when_the_loader_would_not_fit_and_warns_at_dockers_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from smoke.checks import container
+    from smoke.resources import ShmReading
+
+    monkeypatch.setattr(container, "read_shm", lambda: ShmReading("/dev/shm", True, True, 64 << 20, 4096))
+    result = _run("container.shm")
+    assert result.status == "failed" and "this suite's DataLoader needs 16 KiB" in result.reason
+    monkeypatch.setattr(container, "read_shm", lambda: ShmReading("/dev/shm", True, True, 64 << 20, 60 << 20))
+    result = _run("container.shm")
+    assert result.status == "passed" and result.reason.startswith("warning:") and "--shm-size" in result.reason
+
+
+# --- cuDNN, NCCL and the arch list on a CPU build ------------------------------------------------
+
+@needs_cpu_only
+def test_cudnn_and_nccl_checks_skip_on_a_cpu_build() -> None:
+    assert (_run("env.cudnn_consistency").status, _run("env.cudnn_consistency").reason) == (
+        "skipped", "CPU build of torch: no cuDNN")
+    assert (_run("env.nccl_version").status, _run("env.nccl_version").reason) == (
+        "skipped", "CPU build of torch: no NCCL")
+
+
+@needs_cpu_only
+def test_the_former_arch_check_name_still_selects_it() -> None:
+    done = _smoke("--only", "env.arch_list", "--no-collect-env")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SKIP   gpu.arch_in_build" in done.stdout
+
+
+def test_list_shows_what_every_check_stands_for() -> None:
+    done = _smoke("--list")
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    names = [line.split()[0] for line in lines if not line.startswith(" ")]
+    assert names == ["env.import_torch"] + list(CHECKS)
+    stands_for = [line.strip() for line in lines if line.startswith(" ")]
+    assert len(stands_for) == len(names) and all(line.startswith("for: ") and line != "for: -" for line in stands_for)
+
+
+# --- what the GPU-side checks make of what a CUDA build reports (no GPU needed) -------------------
+
+def _cuda_build(monkeypatch: pytest.MonkeyPatch, *, packages: list, **reported) -> None:
+    """A CUDA build's reports, forged on this CPU build: torch.version.cuda, cuDNN's and NCCL's versions,
+    and the NVIDIA packages the environment holds."""
+    import types
+
+    import smoke.checks.environment as environment
+
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch._C, "_cudnn", types.SimpleNamespace(
+        getRuntimeVersion=lambda: reported.get("cudnn_runtime", (9, 24, 0)),
+        getCompileVersion=lambda: reported.get("cudnn_compiled", (9, 24, 0))), raising=False)
+    monkeypatch.setattr(torch._C, "_nccl_version", lambda: 0, raising=False)
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: reported.get("nccl", (2, 27, 3)))
+    monkeypatch.setattr(environment, "wheel_versions", lambda pattern: [
+        p for p in packages if p.manager == "pip" and pattern.startswith(p.name.rsplit("-", 1)[0])])
+    monkeypatch.setattr(environment, "conda_versions", lambda name: [
+        p for p in packages if p.manager == "conda" and p.name == name])
+
+
+def _pip(name: str, version: str):
+    from smoke.packages import InstalledPackage
+
+    return InstalledPackage("pip", name, version)
+
+
+@pytest.mark.parametrize(("reported", "packages", "status", "words"), [
+    ({}, [("nvidia-cudnn-cu13", "9.24.0.43")], "passed", "cuDNN 9.24.0 is loaded, torch was built with 9.24.0"),
+    ({"cudnn_runtime": (9, 26, 0)}, [], "passed", "warning: cuDNN 9.26.0 is loaded"),
+    ({"cudnn_runtime": (8, 9, 7)}, [], "failed", "torch refuses it"),
+    ({}, [("nvidia-cudnn-cu13", "9.10.2.21")], "failed", "another libcudnn comes first"),
+])
+def test_cudnn_consistency_on_what_a_cuda_build_reports(monkeypatch: pytest.MonkeyPatch, reported: dict,
+                                                        packages: list, status: str, words: str) -> None:
+    _cuda_build(monkeypatch, packages=[_pip(*p) for p in packages], **reported)
+    result = _run("env.cudnn_consistency")
+    assert result.status == status and words in result.reason, result.reason
+
+
+@pytest.mark.parametrize(("reported", "packages", "status", "words"), [
+    ({}, [("nvidia-nccl-cu13", "2.27.3")], "passed", "NCCL 2.27.3 is the one the pip package nvidia-nccl-cu13"),
+    ({"nccl": (2, 27, 3, "+cuda13.0")}, [], "passed", "NCCL 2.27.3 (+cuda13.0) (no nvidia-nccl wheel"),
+    ({}, [("nvidia-nccl-cu13", "2.26.2")], "failed", "another libnccl comes first"),
+])
+def test_nccl_version_on_what_a_cuda_build_reports(monkeypatch: pytest.MonkeyPatch, reported: dict,
+                                                   packages: list, status: str, words: str) -> None:
+    _cuda_build(monkeypatch, packages=[_pip(*p) for p in packages], **reported)
+    result = _run("env.nccl_version")
+    assert result.status == status and words in result.reason, result.reason
+
+
+@pytest.mark.parametrize(("archs", "capability", "status", "words"), [
+    (["sm_80", "sm_90", "compute_90"], (9, 0), "passed", "cuda:0 9.0 exact (sm_90)"),
+    (["sm_80", "sm_90", "compute_90"], (12, 0), "passed", "ptx-jit (compute_90)"),
+    (["sm_80", "sm_90"], (12, 0), "failed", "it needs sm_120 kernels"),
+])
+def test_arch_in_build_on_what_a_gpu_reports(monkeypatch: pytest.MonkeyPatch, archs: list[str],
+                                             capability: tuple[int, int], status: str, words: str) -> None:
+    import smoke.checks.environment as environment
+
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: archs)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA Forged")
+    monkeypatch.setattr(environment, "_run_a_kernel", lambda index: None)
+    result = run_check(CHECKS["gpu.arch_in_build"], Context(Settings(), gpu_count=1))
+    assert result.status == status and words in result.reason, result.reason
