@@ -497,7 +497,7 @@ def _arch_findings(gpus: tuple[GpuInfo, ...], target: Target, targets: list[Targ
     if not target.archs:
         return [HostCheck(INFO, "archs",
                           f"no arch list for this build in envbuild's data (route {target.route.value}): "
-                                       "the image's smoke check env.arch_list checks it")]
+                                       "the image's smoke check gpu.arch_in_build checks it")]
     findings = []
     for (name, capability), group in _same_gpus(gpus).items():
         coverage = arch_coverage(target.archs, capability)
