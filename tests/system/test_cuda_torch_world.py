@@ -21,7 +21,7 @@ import pytest
 from builder.lock.lockfile import read_lock
 from builder.spec.model import load_spec
 from builder.spec.target import resolve_targets
-from tests.conftest import envbuild
+from tests.envbuild_cli import envbuild
 from tests.world.offline import (
     BUILDER_BASE,
     CHANNEL,

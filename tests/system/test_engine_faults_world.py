@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, WorldEnv, envbuild
+from tests.envbuild_cli import envbuild
+from tests.paths import REPO
+from tests.system.world_env import WorldEnv
 from tests.world.offline import remove_env_images, unique_spec_copy
 
 pytestmark = [pytest.mark.docker, pytest.mark.world]
@@ -117,7 +119,7 @@ def test_the_engine_going_away_mid_build_is_one_line_and_tags_nothing(own_env: W
     # its own lock, so its install step has no cached layer: the engine is mid-build when the socket goes
     command = [sys.executable, "-m", "builder", *own_env.image_args("cpu")]
     env = {**os.environ, "CI": "true", "DOCKER_HOST": f"unix://{tmp_path / 'engine.sock'}"}
-    build = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    build = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: list[str] = []
     assert build.stderr is not None
     for line in build.stderr:

@@ -16,7 +16,8 @@ import uuid
 import pytest
 
 import docker
-from tests.conftest import BUILDER_BASE, RUNTIME_BASE, envbuild
+from tests.envbuild_cli import envbuild
+from tests.world.offline import BUILDER_BASE, RUNTIME_BASE
 
 pytestmark = [pytest.mark.docker, pytest.mark.world]
 
@@ -212,7 +213,7 @@ def test_ctrl_c_during_a_build_stops_it_tags_nothing_and_leaves_no_container(bui
 def test_a_rebuild_from_another_lock_keeps_the_old_image_under_its_lock_tag(built, world_env, client, tmp_path) -> None:
     import yaml
 
-    from tests.conftest import WorldEnv
+    from tests.system.world_env import WorldEnv
 
     data = yaml.safe_load(world_env.spec.read_text())
     data["conda"] = [*data.get("conda", []), "filelock"]  # another top-level spec: another lock

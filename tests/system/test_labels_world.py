@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import docker
-from tests.conftest import BUILDER_BASE, RUNTIME_BASE, WORLD_CHANNEL, envbuild
-from tests.world.offline import remove_env_images
+from tests.envbuild_cli import envbuild
+from tests.world.offline import BUILDER_BASE, RUNTIME_BASE, remove_env_images
+from tests.world.offline import CHANNEL as WORLD_CHANNEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.world]
 

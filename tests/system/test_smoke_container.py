@@ -13,7 +13,7 @@ from xml.etree import ElementTree
 import pytest
 
 import docker
-from tests.conftest import envbuild
+from tests.envbuild_cli import envbuild
 
 pytestmark = [pytest.mark.docker, pytest.mark.world, pytest.mark.torch]
 

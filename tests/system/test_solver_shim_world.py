@@ -10,14 +10,13 @@ Two kinds of test:
   silently reads a virtual-packages.yml in its working folder).
 
 The shim and rattler always run in child processes (py-rattler can crash at interpreter exit);
-the tests judge output, not only exit codes.
+the tests judge output, not only exit codes. The calls it answers without a channel, and those it
+refuses: tests/unit/lock/test_solver_shim.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import os
 import re
@@ -33,24 +32,22 @@ import yaml
 
 from tests import paths
 from tests.paths import REPO
-from tests.world.channel.packages import CondaPackage, PackageFile, serve_directory, write_package
+from tests.system.conda_lock_helpers import (
+    SUBDIRS,
+    build_of,
+    lock_with_conda_lock,
+    locked_packages,
+    make_channel,
+    run_conda_lock,
+    small_package,
+    small_world,
+)
+from tests.unit.lock.install_helpers import index_in_child
+from tests.unit.lock.solver_shim_helpers import SHIM, clean_env, dry_run_args, run_shim
+from tests.world.channel.packages import serve_directory, write_package
 
 FIXTURES = paths.FIXTURES / "conda-lock-calls"
-BIN = Path(sys.executable).parent
-SHIM = BIN / "envbuild-micromamba"
-CONDA_LOCK = BIN / "conda-lock"
 UPDATE_FIXTURES = os.environ.get("ENVBUILD_UPDATE_FIXTURES") == "1"
-SUBDIRS = ("linux-64", "osx-arm64")
-
-ENVIRONMENT = """\
-channels:
-  - {channel}
-dependencies:
-  - python 3.11.*
-  - pytorch 2.1.*{build}
-  - numpy >=1.21
-  - filelock
-{pip}"""
 
 # FETCH keys conda-lock reads (conda_solver.solve_conda, models.dry_run_install.FetchAction)
 FETCH_KEYS = {"name", "version", "url", "fn", "channel", "md5", "sha256", "depends", "constrains", "subdir", "timestamp"}
@@ -58,78 +55,14 @@ FETCH_KEYS = {"name", "version", "url", "fn", "channel", "md5", "sha256", "depen
 LINK_KEYS = {"base_url", "channel", "dist_name", "name", "platform", "version"}
 
 
-# ---------------------------------------------------------------- the small world
-
-
-def _package(name: str, version: str, build: str, subdir: str, depends: tuple[str, ...] = (), **kw: Any) -> CondaPackage:
-    text = f"{name} {version} {build} {subdir}\n".encode()
-    return CondaPackage(name, version, build, subdir=subdir, depends=depends,
-                        files=(PackageFile(f"share/{name}/{version}-{build}.txt", text),), **kw)  # fmt: skip
-
-
-def _venv_python(subdir: str) -> CondaPackage:
-    """A `python` whose bin/python is this machine's base interpreter run as a venv rooted at the
-    prefix (pyvenv.cfg): pip then installs into the prefix; the base's pip is visible to it."""
-    base = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
-    cfg = f"home = {base.parent}\ninclude-system-site-packages = true\nversion = {sys.version.split()[0]}\n"
-    return CondaPackage("python", "3.11.7", "h0_0", subdir=subdir,
-                        files=(PackageFile("bin/python", symlink_to=str(base)), PackageFile("pyvenv.cfg", cfg.encode())))  # fmt: skip
-
-
-def _world(*, newer: bool = False, real_python: bool = False) -> list[CondaPackage]:
-    """python, numpy, pytorch (a CPU build everywhere, a CUDA 11.8 build with a higher build number
-    on linux-64) and filelock; `newer` adds numpy 1.26.4 and filelock 3.13.0."""
-    py311 = "python >=3.11,<3.12"
-    packages = [_package("filelock", "3.12.0", "pyhd8ed1ab_0", "noarch", ("python >=3.8",), noarch="generic")]
-    for subdir in SUBDIRS:
-        python = _venv_python(subdir) if real_python and subdir == "linux-64" else _package("python", "3.11.7", "h0_0", subdir)
-        packages += [
-            python,
-            _package("numpy", "1.26.0", "py311_0", subdir, (py311,)),
-            _package("pytorch", "2.1.0", "cpu_py311_0", subdir, (py311, "numpy >=1.21")),
-        ]
-    packages.append(
-        _package("pytorch", "2.1.0", "cuda118_py311_1", "linux-64",
-                 (py311, "numpy >=1.21", "__cuda >=11.8", "__glibc >=2.17"), build_number=1)  # fmt: skip
-    )
-    if newer:
-        packages.append(_package("filelock", "3.13.0", "pyhd8ed1ab_0", "noarch", ("python >=3.8",), noarch="generic"))
-        packages += [_package("numpy", "1.26.4", "py311_0", subdir, (py311,)) for subdir in SUBDIRS]
-    return packages
-
-
-def _index(channel: Path) -> None:
-    code = (
-        "import os, sys; from pathlib import Path; from tests.world.channel.packages import index_channel; "
-        "index_channel(Path(sys.argv[1])); sys.stdout.flush(); os._exit(0)"
-    )
-    subprocess.run([sys.executable, "-c", code, str(channel)], cwd=REPO, check=False, timeout=120)
-    assert (channel / "noarch" / "repodata.json").is_file(), "indexing the test channel failed"
-
-
-def _make_channel(root: Path, packages: list[CondaPackage]) -> Path:
-    for package in packages:
-        write_package(root, package)
-    _index(root)
-    return root
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    root = _make_channel(tmp_path / "channel", _world())
+    root = make_channel(tmp_path / "channel", small_world())
     with serve_directory(root) as url:
         yield root, url
 
 
 # ---------------------------------------------------------------- running conda-lock and the shim
-
-
-def _clean_env(tmp: Path, **extra: str) -> dict[str, str]:
-    """This process's environment without conda/mamba settings, temp files under `tmp`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA_", "MAMBA_", "ENVBUILD_"))}
-    (tmp / "tmp").mkdir(exist_ok=True)
-    env.update(TMPDIR=str(tmp / "tmp"), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", **extra)
-    return env
 
 
 def _recorder(tmp: Path) -> Path:
@@ -139,39 +72,6 @@ def _recorder(tmp: Path) -> Path:
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FIXTURES / "recorder.py"}" "$@"\n')
     script.chmod(0o755)
     return script
-
-
-def _conda_lock(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    lookup = cwd.parent / "pypi-to-conda.yml"
-    lookup.write_text("torch: {conda_name: pytorch, pypi_name: torch}\n")
-    # --pypi_to_conda_lookup_file: otherwise conda-lock fetches its name mapping from the internet
-    command = [str(CONDA_LOCK), *args]
-    if args[0] == "lock":
-        command += ["--pypi_to_conda_lookup_file", str(lookup)]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-
-
-def _lock(tmp: Path, channel_url: str, *options: str, conda: Path = SHIM, build: str = "", name: str = "run",
-          record: Path | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
-    workdir = tmp / name
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "environment.yml").write_text(ENVIRONMENT.format(channel=channel_url, build=build, pip=""))
-    extra = {"ENVBUILD_RECORD_DIR": str(record), "ENVBUILD_RECORD_FORWARD": str(SHIM)} if record else {}
-    args = ["lock", "--conda", str(conda), "-f", "environment.yml", *options]
-    return _conda_lock(args, workdir, _clean_env(tmp, **extra)), workdir / "conda-lock.yml"
-
-
-def _shim(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SHIM), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
-
-
-def _locked(lockfile: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    document = yaml.safe_load(lockfile.read_text())
-    return {(p["platform"], p["name"]): p for p in document["package"]}
-
-
-def _build_of(entry: dict[str, Any]) -> str:
-    return entry["url"].rsplit("/", 1)[-1].removesuffix(".tar.bz2").rsplit("-", 1)[-1]
 
 
 # ---------------------------------------------------------------- recorded calls: placeholders
@@ -220,14 +120,14 @@ def _check_against_fixture(name: str, calls: list[dict[str, Any]]) -> None:
 def test_lock_two_platforms_with_cuda_matches_the_recorded_calls(tmp_path: Path, served) -> None:
     _, url = served
     started = time.monotonic()
-    done, lockfile = _lock(tmp_path, url, "-p", "linux-64", "-p", "osx-arm64", "--with-cuda", "11.8",
+    done, lockfile = lock_with_conda_lock(tmp_path, url, "-p", "linux-64", "-p", "osx-arm64", "--with-cuda", "11.8",
                            conda=_recorder(tmp_path), record=tmp_path / "calls")  # fmt: skip
     seconds = time.monotonic() - started
     assert done.returncode == 0, done.stderr[-3000:]
-    locked = _locked(lockfile)
+    locked = locked_packages(lockfile)
     assert {n for p, n in locked if p == "linux-64"} == {"python", "numpy", "pytorch", "filelock"}
-    assert _build_of(locked["linux-64", "pytorch"]) == "cuda118_py311_1"
-    assert _build_of(locked["osx-arm64", "pytorch"]) == "cpu_py311_0"
+    assert build_of(locked["linux-64", "pytorch"]) == "cuda118_py311_1"
+    assert build_of(locked["osx-arm64", "pytorch"]) == "cpu_py311_0"
     for entry in locked.values():
         assert entry["url"].startswith(url + "/") and len(entry["hash"]["sha256"]) == 64 and entry["hash"]["md5"]
         assert not entry["name"].startswith("__")
@@ -240,28 +140,28 @@ def test_lock_two_platforms_with_cuda_matches_the_recorded_calls(tmp_path: Path,
 @pytest.mark.world
 def test_without_cuda_picks_the_cpu_build(tmp_path: Path, served) -> None:
     _, url = served
-    done, lockfile = _lock(tmp_path, url, "-p", "linux-64", "--without-cuda")
+    done, lockfile = lock_with_conda_lock(tmp_path, url, "-p", "linux-64", "--without-cuda")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert _build_of(_locked(lockfile)["linux-64", "pytorch"]) == "cpu_py311_0"
+    assert build_of(locked_packages(lockfile)["linux-64", "pytorch"]) == "cpu_py311_0"
 
 
 @pytest.mark.world
 def test_update_moves_only_the_named_package(tmp_path: Path) -> None:
-    root = _make_channel(tmp_path / "channel", _world())
+    root = make_channel(tmp_path / "channel", small_world())
     with serve_directory(root) as url:
-        first, lockfile = _lock(tmp_path, url, "-p", "linux-64", "-p", "osx-arm64", "--with-cuda", "11.8")
+        first, lockfile = lock_with_conda_lock(tmp_path, url, "-p", "linux-64", "-p", "osx-arm64", "--with-cuda", "11.8")
         assert first.returncode == 0, first.stderr[-3000:]
-        before = _locked(lockfile)
-        for package in _world(newer=True)[len(_world()) :]:
+        before = locked_packages(lockfile)
+        for package in small_world(newer=True)[len(small_world()) :]:
             write_package(root, package)
-        _index(root)
+        index_in_child(root)
         args = ("-p", "linux-64", "-p", "osx-arm64", "--with-cuda", "11.8", "--lockfile", "conda-lock.yml", "--update", "numpy")
-        done, _ = _lock(tmp_path, url, *args, conda=_recorder(tmp_path), record=tmp_path / "calls")
+        done, _ = lock_with_conda_lock(tmp_path, url, *args, conda=_recorder(tmp_path), record=tmp_path / "calls")
         assert done.returncode == 0, done.stderr[-3000:]
-        after = _locked(lockfile)
+        after = locked_packages(lockfile)
         # control: a fresh lock against the same channel does take the newer filelock
-        fresh, fresh_lock = _lock(tmp_path, url, "-p", "linux-64", "--with-cuda", "11.8", name="fresh")
-        assert fresh.returncode == 0 and _locked(fresh_lock)["linux-64", "filelock"]["version"] == "3.13.0"
+        fresh, fresh_lock = lock_with_conda_lock(tmp_path, url, "-p", "linux-64", "--with-cuda", "11.8", name="fresh")
+        assert fresh.returncode == 0 and locked_packages(fresh_lock)["linux-64", "filelock"]["version"] == "3.13.0"
         calls = _recorded(tmp_path / "calls", tmp_path, url)
     for platform in SUBDIRS:
         assert after[platform, "numpy"]["version"] == "1.26.4"
@@ -274,22 +174,22 @@ def test_update_moves_only_the_named_package(tmp_path: Path) -> None:
 
 @pytest.mark.world
 def test_update_moves_a_locked_package_only_when_the_named_one_needs_it(tmp_path: Path) -> None:
-    root = _make_channel(tmp_path / "channel", _world())
+    root = make_channel(tmp_path / "channel", small_world())
     with serve_directory(root) as url:
-        first, lockfile = _lock(tmp_path, url, "-p", "linux-64", "--without-cuda")
+        first, lockfile = lock_with_conda_lock(tmp_path, url, "-p", "linux-64", "--without-cuda")
         assert first.returncode == 0, first.stderr[-3000:]
-        before = _locked(lockfile)
+        before = locked_packages(lockfile)
         py311 = "python >=3.11,<3.12.0a0"
         for package in (
-            _package("filelock", "3.13.0", "pyhd8ed1ab_0", "noarch", ("python >=3.8",), noarch="generic"),
-            _package("numpy", "1.27.0", "py311_0", "linux-64", (py311, "filelock >=3.13")),
+            small_package("filelock", "3.13.0", "pyhd8ed1ab_0", "noarch", ("python >=3.8",), noarch="generic"),
+            small_package("numpy", "1.27.0", "py311_0", "linux-64", (py311, "filelock >=3.13")),
         ):
             write_package(root, package)
-        _index(root)
-        done, _ = _lock(tmp_path, url, "-p", "linux-64", "--without-cuda", "--lockfile", "conda-lock.yml",
+        index_in_child(root)
+        done, _ = lock_with_conda_lock(tmp_path, url, "-p", "linux-64", "--without-cuda", "--lockfile", "conda-lock.yml",
                         "--update", "numpy")
         assert done.returncode == 0, done.stderr[-3000:]
-        after = _locked(lockfile)
+        after = locked_packages(lockfile)
     assert after["linux-64", "numpy"]["version"] == "1.27.0"
     assert after["linux-64", "filelock"]["version"] == "3.13.0"  # pinned at 3.12.0 it cannot solve
     for name in ("python", "pytorch"):
@@ -299,7 +199,7 @@ def test_update_moves_a_locked_package_only_when_the_named_one_needs_it(tmp_path
 @pytest.mark.world
 def test_an_unsatisfiable_env_fails_with_the_short_explanation(tmp_path: Path, served) -> None:
     _, url = served
-    done, lockfile = _lock(tmp_path, url, "-p", "linux-64", "--without-cuda", build=" *cuda*")
+    done, lockfile = lock_with_conda_lock(tmp_path, url, "-p", "linux-64", "--without-cuda", build=" *cuda*")
     assert done.returncode != 0 and not lockfile.exists()
     output = done.stdout + done.stderr
     # conda-lock prints our message right after its own line, before its dump of the command
@@ -313,12 +213,12 @@ def test_an_unsatisfiable_env_fails_with_the_short_explanation(tmp_path: Path, s
 @pytest.mark.world
 def test_conda_lock_install_through_the_shim_matches_the_recorded_calls(tmp_path: Path, served) -> None:
     _, url = served
-    done, lockfile = _lock(tmp_path, url, "-p", "linux-64", "--with-cuda", "11.8")
+    done, lockfile = lock_with_conda_lock(tmp_path, url, "-p", "linux-64", "--with-cuda", "11.8")
     assert done.returncode == 0, done.stderr[-3000:]
     prefix = tmp_path / "prefix"
-    env = _clean_env(tmp_path, ENVBUILD_RECORD_DIR=str(tmp_path / "calls"), ENVBUILD_RECORD_FORWARD=str(SHIM))
+    env = clean_env(tmp_path, ENVBUILD_RECORD_DIR=str(tmp_path / "calls"), ENVBUILD_RECORD_FORWARD=str(SHIM))
     args = ["install", "--conda", str(_recorder(tmp_path)), "-p", str(prefix), str(lockfile)]
-    installed = _conda_lock(args, tmp_path / "run", env)
+    installed = run_conda_lock(args, tmp_path / "run", env)
     assert installed.returncode == 0, installed.stderr[-3000:]
     metas = {json.loads(p.read_text())["name"]: json.loads(p.read_text()) for p in (prefix / "conda-meta").glob("*.json")}
     assert set(metas) == {"python", "numpy", "pytorch", "filelock"}
@@ -334,10 +234,10 @@ def test_conda_lock_install_runs_the_pip_step_in_the_prefix(tmp_path: Path) -> N
     base = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
     if subprocess.run([str(base), "-m", "pip", "--version"], capture_output=True, check=False).returncode != 0:
         pytest.skip("this machine's base interpreter has no pip: the prefix's python borrows it")
-    root = _make_channel(tmp_path / "channel", _world(real_python=True))
+    root = make_channel(tmp_path / "channel", small_world(real_python=True))
     wheel = _probe_wheel(tmp_path / "wheels")
     with serve_directory(root) as url:
-        done, lockfile = _lock(tmp_path, url, "-p", "linux-64", "--with-cuda", "11.8")
+        done, lockfile = lock_with_conda_lock(tmp_path, url, "-p", "linux-64", "--with-cuda", "11.8")
         assert done.returncode == 0, done.stderr[-3000:]
         document = yaml.safe_load(lockfile.read_text())
         document["package"].append({
@@ -347,9 +247,9 @@ def test_conda_lock_install_runs_the_pip_step_in_the_prefix(tmp_path: Path) -> N
         })  # fmt: skip
         lockfile.write_text(yaml.safe_dump(document, sort_keys=False))
         prefix = tmp_path / "prefix"
-        env = _clean_env(tmp_path, ENVBUILD_RECORD_DIR=str(tmp_path / "calls"), ENVBUILD_RECORD_FORWARD=str(SHIM))
+        env = clean_env(tmp_path, ENVBUILD_RECORD_DIR=str(tmp_path / "calls"), ENVBUILD_RECORD_FORWARD=str(SHIM))
         args = ["install", "--conda", str(_recorder(tmp_path)), "-p", str(prefix), str(lockfile)]
-        installed = _conda_lock(args, tmp_path / "run", env)
+        installed = run_conda_lock(args, tmp_path / "run", env)
         calls = _recorded(tmp_path / "calls", tmp_path, url)
     assert installed.returncode == 0, installed.stderr[-3000:]
     assert list(prefix.glob("lib/python*/site-packages/envbuild_probe/__init__.py"))
@@ -455,7 +355,7 @@ def _read_like_conda_lock(answer: dict[str, Any], platform: str) -> dict[str, An
 def replay_channels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[Path, str]]]:
     """One server for two channels at the same URL shape: the world before and after newer packages."""
     base = tmp_path_factory.mktemp("replay")
-    roots = {"base": _make_channel(base / "base", _world()), "newer": _make_channel(base / "newer", _world(newer=True))}
+    roots = {"base": make_channel(base / "base", small_world()), "newer": make_channel(base / "newer", small_world(newer=True))}
     with serve_directory(base) as url:
         yield {name: (root, f"{url}/{name}") for name, root in roots.items()}
 
@@ -466,9 +366,9 @@ def test_the_shim_answers_each_recorded_call(tmp_path: Path, scenario: str, inde
     recorded = json.loads((FIXTURES / f"{scenario}.json").read_text())[index]
     root, url = replay_channels["newer" if scenario == "update" else "base"]
     call = _materialize(recorded, tmp_path, url, root)
-    env = {**_clean_env(tmp_path), **call["env"]}
+    env = {**clean_env(tmp_path), **call["env"]}
     argv = call["argv"]
-    done = _shim(argv, env, tmp_path)
+    done = run_shim(argv, env, tmp_path)
     assert done.returncode == call["returncode"] == 0, done.stderr[-3000:]
     platform = env.get("CONDA_SUBDIR", "linux-64")
     if argv == ["--version"]:
@@ -508,16 +408,16 @@ def test_the_fake_channel_records_become_virtual_packages_and_are_never_fetched(
                              ("noarch", {})):  # fmt: skip
         (fake / subdir).mkdir(parents=True)
         (fake / subdir / "repodata.json").write_text(json.dumps({"info": {"subdir": subdir}, "packages": packages}))
-    env = _clean_env(tmp_path, CONDA_SUBDIR="linux-64", CONDA_OVERRIDE_CUDA="", CONDA_OVERRIDE_GLIBC="2.28")
+    env = clean_env(tmp_path, CONDA_SUBDIR="linux-64", CONDA_OVERRIDE_CUDA="", CONDA_OVERRIDE_GLIBC="2.28")
     args = ["create", "--prefix", str(tmp_path / "p"), "--dry-run", "--json", "--override-channels",
             "--channel", url, "--channel", fake.as_uri(), "pytorch"]  # fmt: skip
-    done = _shim(args, env, tmp_path)
+    done = run_shim(args, env, tmp_path)
     assert done.returncode == 0, done.stderr
     fetched = {e["name"]: e for e in json.loads(done.stdout)["actions"]["FETCH"]}
     assert fetched["pytorch"]["build"] == "cuda118_py311_1"
     assert not any(name.startswith("__") for name in fetched)
     # control: without the fake channel's __cuda (and no override) only the CPU build fits
-    cpu = _shim(args[:-3] + ["pytorch"], env, tmp_path)
+    cpu = run_shim(args[:-3] + ["pytorch"], env, tmp_path)
     assert cpu.returncode == 0, cpu.stderr
     assert {e["name"]: e for e in json.loads(cpu.stdout)["actions"]["FETCH"]}["pytorch"]["build"] == "cpu_py311_0"
 
@@ -526,11 +426,11 @@ def test_the_fake_channel_records_become_virtual_packages_and_are_never_fetched(
 def test_a_long_conflict_is_trimmed_to_a_screen(tmp_path: Path) -> None:
     root = tmp_path / "channel"
     for n in range(40):
-        write_package(root, _package("pytorch", f"2.{n}.0", "cuda_0", "linux-64", (f"__cuda >={n + 12}",)))
-    _index(root)
-    env = _clean_env(tmp_path, CONDA_SUBDIR="linux-64", CONDA_OVERRIDE_CUDA="11.8")
+        write_package(root, small_package("pytorch", f"2.{n}.0", "cuda_0", "linux-64", (f"__cuda >={n + 12}",)))
+    index_in_child(root)
+    env = clean_env(tmp_path, CONDA_SUBDIR="linux-64", CONDA_OVERRIDE_CUDA="11.8")
     args = ["create", "--prefix", str(tmp_path / "p"), "--dry-run", "--json", "--channel", root.as_uri(), "pytorch"]
-    done = _shim(args, env, tmp_path)
+    done = run_shim(args, env, tmp_path)
     assert done.returncode == 1
     answer = json.loads(done.stdout)
     assert answer["success"] is False
@@ -551,96 +451,48 @@ def test_a_solve_past_its_timeout_stops_with_a_clear_message(tmp_path: Path) -> 
     }  # fmt: skip
     write_repodata(tmp_path / "channel", "linux-64", records)
     write_repodata(tmp_path / "channel", "noarch", {})
-    env = _clean_env(tmp_path, CONDA_SUBDIR="linux-64", ENVBUILD_SOLVE_TIMEOUT="0.001")
+    env = clean_env(tmp_path, CONDA_SUBDIR="linux-64", ENVBUILD_SOLVE_TIMEOUT="0.001")
     args = ["create", "-p", str(tmp_path / "p"), "--dry-run", "--json", "-c", (tmp_path / "channel").as_uri(), "p0 >=50", "p30 >=55"]
-    done = _shim(args, env, tmp_path)
+    done = run_shim(args, env, tmp_path)
     assert done.returncode == 1
     message = json.loads(done.stdout)["message"]
     assert "gave up after 0.001 s (ENVBUILD_SOLVE_TIMEOUT)" in message
     # control: with the default timeout the same request solves
-    solved = _shim(args, {k: v for k, v in env.items() if k != "ENVBUILD_SOLVE_TIMEOUT"}, tmp_path)
+    solved = run_shim(args, {k: v for k, v in env.items() if k != "ENVBUILD_SOLVE_TIMEOUT"}, tmp_path)
     assert solved.returncode == 0 and json.loads(solved.stdout)["success"] is True
 
 
-# ---------------------------------------------------------------- calls the shim refuses
-
-
-@pytest.mark.unit
-@pytest.mark.parametrize(
-    ("args", "expected"),
-    [
-        (["install", "numpy"], "unsupported command 'install'"),
-        (["create", "--prefix", "/nonexistent", "numpy"], "--dry-run --json"),
-        (["create", "--prefix", "/nonexistent", "--dry-run", "--json", "--bogus", "x"], "unrecognized arguments"),
-        (["config", "--json", "list", "channels"], "only `config --json list pkgs_dirs`"),
-        (["run", "--prefix", "/nonexistent", "python", "-V"], "`run --prefix P pip ...`"),
-        ([], "no command given"),
-    ],
-)
-def test_unknown_calls_exit_2_with_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
-    done = _shim(args, _clean_env(tmp_path), tmp_path)
-    assert done.returncode == 2 and expected in done.stderr and done.stdout == ""
-    assert len(done.stderr.strip().splitlines()) == 1
+# ---------------------------------------------------------------- calls the shim cannot answer
 
 
 @pytest.mark.world
 def test_an_unreachable_channel_is_reported_as_json_and_on_stderr(tmp_path: Path) -> None:
     with serve_directory(tmp_path) as url:  # serves an empty folder: no repodata anywhere
-        env = _clean_env(tmp_path, CONDA_SUBDIR="linux-64")
-        done = _shim(["create", "-p", str(tmp_path / "p"), "--dry-run", "--json", "-c", f"{url}/missing", "numpy"], env, tmp_path)
+        env = clean_env(tmp_path, CONDA_SUBDIR="linux-64")
+        done = run_shim(["create", "-p", str(tmp_path / "p"), "--dry-run", "--json", "-c", f"{url}/missing", "numpy"], env, tmp_path)
     assert done.returncode == 1
     assert json.loads(done.stdout)["success"] is False
     assert "cannot read the channels for linux-64" in json.loads(done.stdout)["message"]
     assert "cannot read the channels" in done.stderr
 
 
-@pytest.mark.unit
-def test_a_bad_solve_timeout_is_refused(tmp_path: Path) -> None:
-    env = _clean_env(tmp_path, ENVBUILD_SOLVE_TIMEOUT="soon", CONDA_SUBDIR="linux-64")
-    done = _shim(["create", "-p", str(tmp_path / "p"), "--dry-run", "--json", "-c", (tmp_path / "none").as_uri(), "x"], env, tmp_path)
-    assert done.returncode == 2 and "ENVBUILD_SOLVE_TIMEOUT" in done.stderr
-
-
-@pytest.mark.unit
-def test_pkgs_dirs_answers_conda_locks_folder(tmp_path: Path) -> None:
-    env = _clean_env(tmp_path, CONDA_PKGS_DIRS=str(tmp_path / "pkgs"))
-    done = _shim(["config", "--json", "list", "pkgs_dirs"], env, tmp_path)
-    assert done.returncode == 0 and json.loads(done.stdout) == {"pkgs_dirs": [str(tmp_path / "pkgs")]}
-    info = json.loads(_shim(["info", "--json"], env, tmp_path).stdout)
-    assert info["pkgs_dirs"] == [str(tmp_path / "pkgs")]
-
-
-@pytest.mark.unit
-def test_the_run_call_uses_the_prefix_python_with_pip(tmp_path: Path) -> None:
-    prefix = tmp_path / "prefix"
-    (prefix / "bin").mkdir(parents=True)
-    log = tmp_path / "args.txt"
-    (prefix / "bin/python").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{log}"\n')
-    (prefix / "bin/python").chmod(0o755)
-    done = _shim(["run", "--prefix", str(prefix), "pip", "install", "--no-deps", "-r", "req.txt"], _clean_env(tmp_path), tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert log.read_text().split() == ["-m", "pip", "install", "--no-deps", "-r", "req.txt"]
-    missing = _shim(["run", "--prefix", str(tmp_path / "empty"), "pip", "list"], _clean_env(tmp_path), tmp_path)
-    assert missing.returncode == 1 and "no bin/python" in missing.stderr
-
-
 @pytest.mark.world
 def test_the_installer_path_refuses_a_wrong_md5_and_installs_nothing(tmp_path: Path) -> None:
-    root = _make_channel(tmp_path / "channel", _world())
+    root = make_channel(tmp_path / "channel", small_world())
     good = root / "linux-64" / "numpy-1.26.0-py311_0.tar.bz2"
     explicit = tmp_path / "explicit.lock"
     explicit.write_text(f"# platform: linux-64\n@EXPLICIT\n{good.as_uri()}#{'0' * 32}\n")
     prefix = tmp_path / "prefix"
-    done = _shim(["create", "--quiet", "--file", str(explicit), "--yes", "--prefix", str(prefix)], _clean_env(tmp_path), tmp_path)
+    done = run_shim(["create", "--quiet", "--file", str(explicit), "--yes", "--prefix", str(prefix)], clean_env(tmp_path), tmp_path)
     assert done.returncode == 1 and "md5 mismatch" in done.stderr and "numpy" in done.stderr
     assert not prefix.exists()
 
 
 @pytest.mark.world
 def test_shim_leaves_no_temporary_cache_behind(tmp_path: Path) -> None:
-    env = _clean_env(tmp_path, CONDA_SUBDIR="linux-64")
-    root = _make_channel(tmp_path / "channel", _world())
-    done = _shim(["create", "-p", str(tmp_path / "p"), "--dry-run", "--json", "-c", root.as_uri(), "numpy"], env, tmp_path)
+    env = clean_env(tmp_path, CONDA_SUBDIR="linux-64")
+    root = make_channel(tmp_path / "channel", small_world())
+    done = run_shim(["create", "-p", str(tmp_path / "p"), "--dry-run", "--json", "-c", root.as_uri(), "numpy"], env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert not list((tmp_path / "tmp").glob("envbuild-micromamba-*"))
 
@@ -648,17 +500,11 @@ def test_shim_leaves_no_temporary_cache_behind(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the solver service of one lock run
 
 
-def _dry_run(channel_url: str, subdir: str = "linux-64") -> tuple[list[str], dict[str, str]]:
-    args = ["create", "--prefix", "/tmp/never-created", "--dry-run", "--json", "--override-channels",
-            "--channel", channel_url, "python 3.11.*", "numpy >=1.21", "filelock"]
-    return args, {"CONDA_SUBDIR": subdir, "CONDA_OVERRIDE_GLIBC": "2.36", "CONDA_OVERRIDE_CUDA": ""}
-
-
 @pytest.mark.world
 def test_the_service_answers_a_solve_with_the_bytes_the_shim_would_print(tmp_path: Path, served) -> None:
     _, url = served
     socket_path = tmp_path / "solver.sock"
-    env = _clean_env(tmp_path, ENVBUILD_RATTLER_CACHE=str(tmp_path / "service-cache"))
+    env = clean_env(tmp_path, ENVBUILD_RATTLER_CACHE=str(tmp_path / "service-cache"))
     service = subprocess.Popen([sys.executable, "-c", f"from builder.lock.solver_shim import serve; serve({str(socket_path)!r})"],
                                env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -667,16 +513,16 @@ def test_the_service_answers_a_solve_with_the_bytes_the_shim_would_print(tmp_pat
             time.sleep(0.05)
         assert socket_path.exists(), "the service did not start"
         for subdir in SUBDIRS:
-            args, extra = _dry_run(url, subdir)
-            local = _shim(args, _clean_env(tmp_path, **extra), tmp_path)
+            args, extra = dry_run_args(url, subdir)
+            local = run_shim(args, clean_env(tmp_path, **extra), tmp_path)
             # twice: the second answer comes from the repodata the service already holds
             for _ in range(2):
-                forwarded = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
+                forwarded = run_shim(args, clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
                 assert (forwarded.returncode, forwarded.stdout) == (local.returncode, local.stdout)
-        unsolvable, extra = _dry_run(url)
+        unsolvable, extra = dry_run_args(url)
         unsolvable[-1] = "package-that-does-not-exist"
-        local = _shim(unsolvable, _clean_env(tmp_path, **extra), tmp_path)
-        forwarded = _shim(unsolvable, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
+        local = run_shim(unsolvable, clean_env(tmp_path, **extra), tmp_path)
+        forwarded = run_shim(unsolvable, clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
         assert local.returncode == forwarded.returncode == 1 and forwarded.stdout == local.stdout
         assert service.poll() is None  # a failed solve does not end the service
     finally:
@@ -684,53 +530,3 @@ def test_the_service_answers_a_solve_with_the_bytes_the_shim_would_print(tmp_pat
         service.wait()
 
 
-@pytest.mark.unit
-def test_the_shim_forwards_dry_runs_to_the_service_and_answers_itself_without_one(tmp_path: Path) -> None:
-    import json
-    import socket
-    import threading
-
-    socket_path = tmp_path / "fake.sock"
-    seen: list[dict] = []
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(socket_path))
-    listener.listen(1)
-
-    def answer_once() -> None:
-        connection, _ = listener.accept()
-        with connection:
-            seen.append(json.loads(b"".join(iter(lambda: connection.recv(65536), b"")).decode()))
-            connection.sendall(json.dumps({"code": 3, "stdout": "from the service\n", "stderr": ""}).encode())
-
-    thread = threading.Thread(target=answer_once)
-    thread.start()
-    args, extra = _dry_run("file:///nowhere")
-    done = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path), **extra), tmp_path)
-    thread.join(timeout=30)
-    listener.close()
-    assert (done.returncode, done.stdout) == (3, "from the service\n")
-    assert seen[0]["args"] == args and seen[0]["env"]["CONDA_SUBDIR"] == "linux-64"
-    # no service at that path (the run ended): the shim answers itself
-    version = _shim(["--version"], _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(socket_path)), tmp_path)
-    assert version.returncode == 0
-    gone = _shim(args, _clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(tmp_path / "gone.sock"), **extra), tmp_path)
-    assert gone.stdout != "from the service\n" and "envbuild-micromamba" in gone.stdout + gone.stderr
-
-
-@pytest.mark.unit
-def test_the_console_script_answers_version_and_forwards_without_loading_the_shim(tmp_path: Path) -> None:
-    """The point of builder/lock/solver_client.py: conda-lock's per-lock calls never pay the shim's imports."""
-    from builder.lock.solver_protocol import version_text
-    from builder.lock.solver_shim import dispatch
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert dispatch(["--version"]) == 0
-    assert out.getvalue() == version_text() and version_text().startswith("2.0.8\n")
-    probe = ("import sys; import builder.lock.solver_client as client; "
-             "sys.argv = ['envbuild-micromamba', '--version']; client.main(); "
-             "client.forward_to_service(['create', '--dry-run']); "
-             "print('shim loaded' if 'builder.lock.solver_shim' in sys.modules else 'shim not loaded')")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                          env=_clean_env(tmp_path, ENVBUILD_SOLVER_SERVICE=str(tmp_path / "gone.sock")))
-    assert done.stdout == version_text() + "shim not loaded\n", done.stderr

@@ -11,7 +11,7 @@ from builder.host.doctor import ARCH_NOT_IN_BUILD, RUNS, diagnose, gather_host_f
 from smoke.driver import read_driver
 from tests import paths
 from tests.nvidia_replay import answering_nvidia_smi, fake_nvidia_smi, needs_no_nvml
-from tests.unit.host.test_doctor import by_target, checked, spec_targets
+from tests.unit.host.doctor_helpers import by_target, checked, spec_targets
 
 pytestmark = [pytest.mark.unit, needs_no_nvml]
 

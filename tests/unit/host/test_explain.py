@@ -15,7 +15,7 @@ from builder.host.explain import capability_of, explain_text, load_rules, rule_r
 from builder.host.gpuinfo import gpus_from_nvml
 from smoke.driver import DriverReading
 from tests import paths
-from tests.unit.host.test_doctor import H100, K80_BOARD, RTX_5090, spec_targets
+from tests.unit.host.doctor_helpers import H100, K80_BOARD, RTX_5090, spec_targets
 
 pytestmark = pytest.mark.unit
 

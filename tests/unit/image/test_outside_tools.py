@@ -1,13 +1,11 @@
 """Clients nobody here wrote, on envbuild's outputs: hadolint on every Dockerfile envbuild renders
-(shipped specs, the CUDA pip fixture, a spec with CA files and a user of its own), and
-container-structure-test on the image the world builds, judged by a config of its own."""
+(shipped specs, the CUDA pip fixture, a spec with CA files and a user of its own). container-structure-test
+on the image the world builds runs in tests/system/test_outside_tools_world.py."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,15 +16,7 @@ from builder.spec.model import load_spec
 from builder.spec.target import resolve_targets
 from tests.host_ca import host_ca_certificate
 from tests.paths import FIXTURES, REPO
-
-BIN = Path(sys.executable).parent
-
-
-def _tool(name: str) -> str:
-    found = BIN / name if (BIN / name).is_file() else shutil.which(name)
-    if not found:
-        pytest.fail(f"{name} is not installed: it comes with the test extras (make setup)")
-    return str(found)
+from tests.unit.image.outside_tools_helpers import outside_tool
 
 
 def _rendered_dockerfiles(folder: Path) -> dict[str, str]:
@@ -43,7 +33,7 @@ def _rendered_dockerfiles(folder: Path) -> dict[str, str]:
 
 @pytest.mark.unit
 def test_hadolint_finds_nothing_in_any_rendered_dockerfile(tmp_path: Path) -> None:
-    hadolint = _tool("hadolint")
+    hadolint = outside_tool("hadolint")
     rendered = _rendered_dockerfiles(tmp_path)
     assert len(rendered) >= 8
     findings = {}
@@ -63,18 +53,6 @@ def test_hadolint_does_see_a_pipe_without_pipefail(tmp_path: Path) -> None:
     """The check above can fail: the rule it once found in envbuild's user block still fires."""
     path = tmp_path / "Dockerfile"
     path.write_text('FROM debian:bookworm\nRUN taken="$(getent passwd 1000 | cut -d: -f1)"\n')
-    done = subprocess.run([_tool("hadolint"), "--no-color", "--format", "json", str(path)], capture_output=True,
+    done = subprocess.run([outside_tool("hadolint"), "--no-color", "--format", "json", str(path)], capture_output=True,
                           text=True, timeout=60)
     assert "DL4006" in {f["code"] for f in json.loads(done.stdout)}
-
-
-@pytest.mark.docker
-def test_container_structure_test_passes_on_the_cpu_image(built, tmp_path: Path) -> None:
-    tag = built["cpu"]["tags"][0]
-    config = FIXTURES / "structure" / "cpu-image.yaml"
-    done = subprocess.run([_tool("container-structure-test"), "test", "--image", tag, "--config", str(config),
-                           "--output", "json", "--test-report", str(tmp_path / "report.json")],
-                          capture_output=True, text=True, timeout=300)
-    report = json.loads((tmp_path / "report.json").read_text())
-    failed = [(r["Name"], r.get("Errors")) for r in report["Results"] if not r["Pass"]]
-    assert done.returncode == 0 and failed == [] and report["Pass"] == report["Total"] == 12, (failed, done.stderr)

@@ -1,12 +1,11 @@
 """`__cuda_arch` (conda CEP 46): a spec with a fleet locks with the fleet's lowest compute capability.
 
-The unit tests check the lock inputs; the world test runs conda-lock through envbuild's solver on a
-small channel where a newer pytorch build needs `__cuda_arch >=8.0`, and shows the solve change.
+These tests check the lock inputs; tests/system/test_cuda_arch_lock_world.py runs conda-lock through
+envbuild's solver on a small channel where a newer pytorch build needs `__cuda_arch >=8.0`, and shows the
+solve change.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -42,25 +41,3 @@ def test_a_spec_without_fleet_keeps_its_lock_inputs() -> None:
     assert any("virtual packages" in reason for reason in stale_reasons(before.material, after.material))
     # the same fleet in other words is the same lock
     assert lock_inputs(_targets(fleet=["sm_70", "A100"])["cuda12.9"]).input_hash == after.input_hash
-
-
-@pytest.mark.world
-@pytest.mark.parametrize(("cuda_arch", "build"), [("7.0", "cuda118_py311_1"), ("9.0", "cuda118_sm80_py311_2"),
-                                                  (None, "cuda118_py311_1")])
-def test_cuda_arch_decides_the_build(tmp_path: Path, cuda_arch: str | None, build: str) -> None:
-    from tests.system.test_solver_shim_world import _build_of, _lock, _locked, _make_channel, _package, _world
-    from tests.world.channel.packages import serve_directory
-
-    py311 = "python >=3.11,<3.12"
-    packages = _world() + [_package("pytorch", "2.1.0", "cuda118_sm80_py311_2", "linux-64",
-                                    (py311, "numpy >=1.21", "__cuda >=11.8", "__cuda_arch >=8.0"), build_number=2)]
-    root = _make_channel(tmp_path / "channel", packages)
-    spec = tmp_path / "virtual-packages.yml"
-    arch = f"\n      __cuda_arch: '{cuda_arch}'" if cuda_arch else ""
-    spec.write_text("subdirs:\n  linux-64:\n    packages:\n      __cuda: '11.8'\n      __glibc: '2.28'\n"
-                    f"      __unix: '0'\n      __linux: '5.10'{arch}\n")
-    with serve_directory(root) as url:
-        done, lockfile = _lock(tmp_path, url, "-p", "linux-64", "--virtual-package-spec", str(spec))
-    assert done.returncode == 0, done.stderr[-3000:]
-    # no fleet, no __cuda_arch: a build that requires one is never chosen
-    assert _build_of(_locked(lockfile)["linux-64", "pytorch"]) == build

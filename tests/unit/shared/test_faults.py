@@ -1,6 +1,7 @@
 """The fault catalogue (tests/faults/cases.py) as tests: every bad input or broken surrounding ends
 in its exit code and one `Error:` line with the cause and a fix, no traceback, nothing left behind
-(files, $TMPDIR, processes, containers, tags) and nothing of the user's lost."""
+(files, $TMPDIR, processes, containers, tags) and nothing of the user's lost. The cases that need the
+world or the engine run in tests/system/test_faults_world.py."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.cases import CASES
-from tests.faults.harness import Unsupported, run_case, world_up
-
-MARKS = {"unit": pytest.mark.unit, "world": pytest.mark.world, "docker": pytest.mark.docker}
+from tests.unit.shared.faults_helpers import fault_cases, judge_fault
 
 
 def test_the_catalogue_covers_every_command() -> None:
@@ -24,14 +23,6 @@ def test_the_catalogue_covers_every_command() -> None:
 test_the_catalogue_covers_every_command = pytest.mark.unit(test_the_catalogue_covers_every_command)
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, id=case.id, marks=MARKS[case.needs]) for case in CASES])
+@pytest.mark.parametrize("case", fault_cases("unit"))
 def test_fault(case, tmp_path: Path) -> None:
-    if case.needs != "unit" and not world_up():
-        pytest.skip("the offline world is not up: run through `make test`")
-    try:
-        outcome = run_case(case, tmp_path / "case")
-    except Unsupported as exc:
-        pytest.skip(str(exc))
-    if case.pending and not outcome.clean:
-        pytest.xfail(f"{case.pending}: {outcome.report()}")
-    assert outcome.clean, outcome.report()
+    judge_fault(case, tmp_path / "case")
