@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
 WORLD_PORT = os.environ.get("ENVBUILD_WORLD_PORT", "8765")
 WORLD_CHANNEL = f"http://127.0.0.1:{WORLD_PORT}/conda/conda-forge"
 RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
