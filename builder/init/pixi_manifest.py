@@ -230,14 +230,18 @@ def _add_variants(reading: VariantsReading, environment: Environment, features: 
         reading.note(f"environment {environment.name}", "dropped", "none of the workspace's platforms is left to "
                                                                    "it (its features' `platforms` exclude them all)")
         return
+    variants = []
     for platform in chosen:
         label = f"environment {environment.name}" + (f" on {platform.name}" if len(chosen) > 1 else "")
-        variant = _read_variant(reading, label, environment, platform, features, workspace)
-        if variant.reading.conda_torch is None and variant.reading.pip_torch is None:
-            reading.note(label, "dropped", "no torch in it (pytorch in its dependencies or torch in its "
-                                           "pypi-dependencies)")
-            continue
-        reading.variants.append(variant)
+        variants.append(_read_variant(reading, label, environment, platform, features, workspace))
+    with_torch = [v for v in variants if v.reading.conda_torch is not None or v.reading.pip_torch is not None]
+    if not with_torch:
+        reading.note(f"environment {environment.name}", "dropped", "no torch in it (pytorch in its dependencies or "
+                                                                   "torch in its pypi-dependencies)")
+    for variant in variants:
+        if variant not in with_torch:
+            reading.note(variant.label, "dropped", "no torch on this platform")
+    reading.variants += with_torch
 
 
 def _read_variant(parent: Reading, label: str, environment: Environment, platform: Platform,
