@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import click
 
@@ -454,11 +454,11 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
 def export(fmt: str, spec: Path, out: Path | None, pip_index: str | None, force: bool, as_json: bool) -> None:
     """Write SPEC's targets as a pixi workspace (one environment per target, its platform declaring the driver
     and GPU floors) or a uv project (one extra per pip-route target, each with its wheel index)."""
-    from builder.teams.export import write_export
+    from builder.teams.export import Format, write_export
 
     env_spec = load_spec(spec)
     targets = resolve_targets(env_spec, sources=Sources(pip_index=pip_index))
-    written = write_export(cast(Any, fmt), env_spec, spec, targets, out, force)
+    written = write_export(cast(Format, fmt), env_spec, spec, targets, out, force)
     if as_json:
         reports.print_json(written.as_dict())
         return

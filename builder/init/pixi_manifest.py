@@ -67,7 +67,7 @@ class Platform:
 
 
 @dataclass
-class Environment:
+class EnvironmentEntry:
     name: str
     features: list[str]
     platforms: list[Platform] = field(default_factory=list)
@@ -173,12 +173,12 @@ def _features(reading: Reading, data: dict[str, Any], project: dict[str, Any]) -
 
 
 def _environments(reading: Reading, data: dict[str, Any], features: dict[str, Feature],
-                  platforms: list[Platform]) -> list[Environment]:
+                  platforms: list[Platform]) -> list[EnvironmentEntry]:
     """`[environments]` in file order, after the default environment when the file does not redefine it."""
     declared = data.get("environments") or {}
-    environments: list[Environment] = []
+    environments: list[EnvironmentEntry] = []
     if "default" not in declared:
-        environments.append(Environment("default", ["default"]))
+        environments.append(EnvironmentEntry("default", ["default"]))
     for name, value in declared.items():
         listed = value.get("features", []) if isinstance(value, dict) else value
         no_default = isinstance(value, dict) and bool(value.get("no-default-feature"))
@@ -188,16 +188,16 @@ def _environments(reading: Reading, data: dict[str, Any], features: dict[str, Fe
         missing = [n for n in names if n not in features]
         for feature in missing:
             reading.note(f"environment {name}", "unmapped", f"feature {feature!r} is not defined in the file")
-        environments.append(Environment(str(name), [n for n in names if n in features]))
+        environments.append(EnvironmentEntry(str(name), [n for n in names if n in features]))
     for environment in environments:
         environment.platforms = _environment_platforms(environment, features, platforms)
     return _distinct(reading, environments)
 
 
-def _distinct(reading: Reading, environments: list[Environment]) -> list[Environment]:
+def _distinct(reading: Reading, environments: list[EnvironmentEntry]) -> list[EnvironmentEntry]:
     """`default = ["cuda"]` next to `cuda = ["cuda"]` is one environment under two names: read it once, by
     its own name."""
-    distinct: list[Environment] = []
+    distinct: list[EnvironmentEntry] = []
     for environment in environments:
         twin = next((e for e in environments if e is not environment and e.features == environment.features), None)
         if twin is not None and environment.name == "default":
@@ -207,7 +207,7 @@ def _distinct(reading: Reading, environments: list[Environment]) -> list[Environ
     return distinct
 
 
-def _environment_platforms(environment: Environment, features: dict[str, Feature],
+def _environment_platforms(environment: EnvironmentEntry, features: dict[str, Feature],
                            platforms: list[Platform]) -> list[Platform]:
     """The workspace platforms every feature of the environment allows (a feature without `platforms`
     allows all); a feature names a platform by its name or by its conda subdir."""
@@ -219,7 +219,7 @@ def _environment_platforms(environment: Environment, features: dict[str, Feature
     return allowed
 
 
-def _add_variants(reading: VariantsReading, environment: Environment, features: dict[str, Feature],
+def _add_variants(reading: VariantsReading, environment: EnvironmentEntry, features: dict[str, Feature],
                   workspace: dict[str, Any]) -> None:
     """One variant per platform the environment is read on: its Linux platforms of one subdir (linux-64
     first), each rich platform a variant of its own; without a Linux platform, its first platform."""
@@ -244,7 +244,7 @@ def _add_variants(reading: VariantsReading, environment: Environment, features: 
     reading.variants += with_torch
 
 
-def _read_variant(parent: Reading, label: str, environment: Environment, platform: Platform,
+def _read_variant(parent: Reading, label: str, environment: EnvironmentEntry, platform: Platform,
                   features: dict[str, Feature], workspace: dict[str, Any]) -> Variant:
     reading = Reading(parent.source, kind=parent.kind, name=parent.name)
     known = [p.subdir for p in environment.platforms if p.subdir in KNOWN_PLATFORMS]

@@ -41,7 +41,6 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 Format = Literal["pixi", "uv"]
-FORMATS: tuple[Format, ...] = ("pixi", "uv")
 # pixi 0.71 reads rich platforms with `cuda = { driver, arch }`
 REQUIRES_PIXI = ">=0.71.0"
 UV_MARKERS = {
