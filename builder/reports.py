@@ -27,12 +27,14 @@ def console(stderr: bool = False) -> Console:
 
 def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, title_justify="left", show_lines=False)
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("" if cell is None else str(cell) for cell in row))
+        # cells are data (`imageio[ffmpeg]`, `[system-requirements] cuda`), never Rich markup
+        table.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
     console().print(table)
 
 

@@ -410,7 +410,7 @@ def _source_name(stream) -> str:
 @cli.command("init")
 @click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A file to turn into a spec: environment.yml (hand-written or `conda env export`), "
-                   "requirements.txt, conda-lock.yml or Dockerfile.")
+                   "requirements.txt, conda-lock.yml, Dockerfile, pixi.toml, pixi.lock or uv's pyproject.toml.")
 @click.option("--upgrade", is_flag=True,
               help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
                    "supported ones (each change is listed) instead of refusing.")
@@ -441,6 +441,33 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
         click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
     if any(f.is_error for f in result.findings):
         raise SystemExit(1)
+
+
+@cli.command("export")
+@click.argument("fmt", metavar="pixi|uv", type=click.Choice(["pixi", "uv"]))
+@SPEC
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="File to write (default <spec folder>/<name>/pixi/pixi.toml or <name>/uv/pyproject.toml).")
+@click.option("--pip-index", metavar="URL", help="The PyTorch wheel index to write ({tag} becomes cu128, cpu, ...).")
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+@JSON
+def export(fmt: str, spec: Path, out: Path | None, pip_index: str | None, force: bool, as_json: bool) -> None:
+    """Write SPEC's targets as a pixi workspace (one environment per target, its platform declaring the driver
+    and GPU floors) or a uv project (one extra per pip-route target, each with its wheel index)."""
+    from builder.teams.export import Format, write_export
+
+    env_spec = load_spec(spec)
+    targets = resolve_targets(env_spec, sources=Sources(pip_index=pip_index))
+    written = write_export(cast(Format, fmt), env_spec, spec, targets, out, force)
+    if as_json:
+        reports.print_json(written.as_dict())
+        return
+    kind = "environment" if fmt == "pixi" else "extra"
+    click.echo(f"wrote {written.path}: {fmt} {'workspace' if fmt == 'pixi' else 'project'} for {env_spec.name}")
+    reports.print_table(f"{written.path}: one {kind} per target", ["target", kind],
+                        [list(pair) for pair in written.names])
+    for note in written.notes:
+        click.echo(f"note: {note}", err=True)
 
 
 @cli.command("summary")

@@ -28,6 +28,7 @@ from builder.init.choose import SpecDraft, draft_from_environment, spec_name, st
 from builder.init.lines import Note, cuda_from_build, cuda_from_tag, parse_conda_line
 from builder.init.lint import Finding, lint_spec
 from builder.init.read import read_environment, read_environment_data, read_source
+from builder.init.variants import draft_from_reading
 from builder.spec.model import EnvSpec, parse_spec
 from builder.spec.target import Target, resolve_targets
 from builder.templates import render_template
@@ -97,7 +98,7 @@ def init_spec(source: Path | None = None, name: str | None = None, out: Path | N
     `upgrade` writes the nearest supported torch/CUDA/Python for a file older than the compat data."""
     if upgrade and source is None:
         raise UsageError("--upgrade moves an existing file's torch to one envbuild builds; give it --from FILE")
-    draft = draft_from_environment(read_source(source), name, upgrade=upgrade) if source else starter_draft(name)
+    draft = draft_from_reading(read_source(source), name, upgrade=upgrade) if source else starter_draft(name)
     text = render_spec(draft)
     spec, targets = check_draft(draft, text)
     path = out or Path("envs") / f"{spec.name}.yaml"

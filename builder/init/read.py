@@ -2,7 +2,9 @@
 
 environment.yml files are read key by key; requirements.txt, conda-lock.yml and Dockerfiles are read
 into the same `Reading` (their lines by builder/init/reading.py's readers), so one set of decisions
-(`builder.init.choose`) serves every format.
+(`builder.init.choose`) serves every format. pixi.toml, pixi.lock and uv's pyproject.toml declare several
+CUDA variants: their readers (builder/init/pixi_manifest.py, pixi_lock.py, uv_project.py) read one
+`Reading` per variant (builder/init/variants.py).
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ from typing import Any
 
 from builder.errors import UsageError
 from builder.init.dockerfile import read_dockerfile
+from builder.init.pixi_lock import read_pixi_lock_data
+from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
+from builder.init.uv_project import read_pyproject_data
+from builder.init.variants import read_toml_file
 from builder.spec.model import read_yaml_file
-from builder.userfile import MAX_SPEC_BYTES, read_capped
+from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, MAX_SPEC_BYTES, read_capped, read_yaml
 
 TOP_LEVEL_READ = {"name", "channels", "dependencies", "prefix", "platforms"}
 
@@ -24,7 +30,8 @@ def read_environment(path: Path) -> Reading:
     return read_environment_data(read_yaml_file(path, "environment.yml"), str(path))
 
 
-FORMATS = "an environment.yml, a requirements.txt, a conda-lock.yml or a Dockerfile"
+FORMATS = ("an environment.yml, a requirements.txt, a conda-lock.yml, a Dockerfile, a pixi.toml, a pixi.lock or "
+           "a pyproject.toml")
 
 
 def read_source(path: Path) -> Reading:
@@ -34,6 +41,12 @@ def read_source(path: Path) -> Reading:
         return read_dockerfile(path)
     if kind == "requirements.txt":
         return read_requirements(path)
+    if kind in ("pixi.toml", "pyproject.toml"):
+        data = read_toml_file(path, kind)
+        return read_pixi_manifest_data(data, str(path)) if kind == "pixi.toml" else read_pyproject_data(data, str(path))
+    if kind == "pixi.lock":
+        return read_pixi_lock_data(read_yaml(path, kind, UsageError, "give envbuild the pixi.lock pixi wrote",
+                                             limit=MAX_LOCK_BYTES, max_nodes=MAX_EXPANDED_NODES), str(path))
     data = read_yaml_file(path, kind)
     if kind == "conda-lock.yml" or (isinstance(data, dict) and "package" in data and "dependencies" not in data):
         return read_conda_lock_data(data, str(path))
@@ -47,6 +60,10 @@ def source_kind(path: Path) -> str:
         return "Dockerfile"
     if name.endswith(("conda-lock.yml", "conda-lock.yaml")):
         return "conda-lock.yml"
+    if name.endswith("pixi.lock"):
+        return "pixi.lock"
+    if name.endswith(".toml"):
+        return "pyproject.toml" if name.endswith("pyproject.toml") else "pixi.toml"
     if name.endswith((".yml", ".yaml")):
         return "environment.yml"
     if name.endswith(".txt") or name.startswith("requirements"):

@@ -1,0 +1,140 @@
+"""Reading a pixi.lock (versions 4 to 7): one variant per environment, from the builds it locked.
+
+Every version lists, per environment, its channels and per platform the URL of each locked package
+(`- conda: URL`, `- pypi: URL`); the file name of a URL names the package, its version and its build.
+Version 7 names its platforms (`p1`, `linux-64`) in a `platforms:` list with the virtual packages each
+declared (`__cuda=12`, `__cuda_arch=8.6`). As with a conda-lock.yml, only torch, its CUDA, torchvision and
+Python are read: the rest of a lock is dependencies.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text
+from builder.init.variants import Variant, VariantsReading
+
+LOCK_VERSIONS = (4, 5, 6, 7)
+CONDA_FILE = re.compile(r"(?P<name>.+)-(?P<version>[^-]+)-(?P<build>[^-]+)\.(conda|tar\.bz2)")
+WHEEL_FILE = re.compile(r"(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl")
+LOCKED_TORCH = ("pytorch", "pytorch-gpu", "pytorch-cpu")
+
+
+@dataclass(frozen=True)
+class LockPlatform:
+    name: str
+    subdir: str
+    virtual: dict[str, str]
+
+
+def read_pixi_lock_data(data: Any, source: str) -> VariantsReading:
+    reading = VariantsReading(source, kind="pixi.lock")
+    version = data.get("version") if isinstance(data, dict) else None
+    if version not in LOCK_VERSIONS:
+        found = f"version {version}" if isinstance(version, (int, str)) else "no `version:`"
+        raise reading.fail(f"a pixi.lock of {found}; envbuild reads pixi.lock versions "
+                           f"{LOCK_VERSIONS[0]} to {LOCK_VERSIONS[-1]} (run `pixi lock` with a newer pixi)")
+    environments = data.get("environments")
+    if not isinstance(environments, dict) or not environments:
+        raise reading.fail("a pixi.lock lists its `environments:`; this one has none")
+    platforms = _lock_platforms(data.get("platforms"))
+    for name, body in environments.items():
+        if isinstance(body, dict):
+            _read_environment(reading, str(name), body, platforms)
+    reading.note("(the whole file)", "assumed", "a lock, mostly dependencies: torch, its CUDA and Python were read "
+                                               "per environment; add the packages you asked for to `conda:`/`pip:`")
+    reading.summarise()
+    return reading
+
+
+def _lock_platforms(entries: Any) -> dict[str, LockPlatform]:
+    """Version 7's `platforms:` (name, subdir, virtual packages `__cuda=12`); earlier versions name subdirs."""
+    platforms: dict[str, LockPlatform] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("name"):
+            virtual = {}
+            for package in entry.get("virtual-packages") or []:
+                name, _, rest = str(package).partition("=")
+                virtual[name] = rest.split("=")[0]
+            name = str(entry["name"])
+            platforms[name] = LockPlatform(name, str(entry.get("subdir") or name), virtual)
+    return platforms
+
+
+def _read_environment(reading: VariantsReading, name: str, body: dict[str, Any],
+                      platforms: dict[str, LockPlatform]) -> None:
+    packages: dict[str, Any] = body["packages"] if isinstance(body.get("packages"), dict) else {}
+    locked = {str(p): platforms.get(str(p), LockPlatform(str(p), str(p), {})) for p in packages}
+    subdirs = [p.subdir for p in locked.values()]
+    linux = next((s for s in ("linux-64", "linux-aarch64") if s in subdirs), subdirs[0] if subdirs else None)
+    chosen = [p for p in locked.values() if p.subdir == linux]
+    for platform in chosen:
+        label = f"environment {name}" + (f" on {platform.name}" if len(chosen) > 1 else "")
+        variant = _read_locked(reading, label, body, platform, packages.get(platform.name) or [])
+        if variant.reading.conda_torch is None and variant.reading.pip_torch is None:
+            reading.note(label, "dropped", "no torch locked in it")
+            continue
+        reading.variants.append(variant)
+
+
+def _read_locked(parent: Reading, label: str, body: dict[str, Any], platform: LockPlatform,
+                 entries: list[Any]) -> Variant:
+    reading = Reading(parent.source, kind="pixi.lock")
+    reading.platforms = [platform.subdir]
+    urls = [c.get("url") if isinstance(c, dict) else c for c in body.get("channels") or []]
+    read_channel_list(reading, [str(u).rstrip("/").rsplit("/", 1)[-1] for u in urls if u])
+    conda, pypi = _locked_files(entries)
+    _read_locked_conda(reading, conda)
+    for name, (version, _) in pypi.items():
+        if name in ("torch", "torchvision") and not (name == "torch" and reading.conda_torch):
+            read_pip_text(reading, f"{name}=={version}")
+    driver = platform.virtual.get("__cuda")
+    entry = f"platform {platform.name} ({platform.subdir}: " + ", ".join(
+        f"{k}={v}" for k, v in platform.virtual.items() if k.startswith("__cuda")) + ")"
+    return Variant(label, reading, driver or None, entry, platform.virtual.get("__cuda_arch") or None, entry)
+
+
+def _locked_files(entries: list[Any]) -> tuple[dict[str, tuple[str, str, str]], dict[str, tuple[str, str]]]:
+    """The environment's conda packages {name: (version, build, channel)} and wheels {name: (version, url)}."""
+    conda: dict[str, tuple[str, str, str]] = {}
+    pypi: dict[str, tuple[str, str]] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("conda"):
+            url = str(entry["conda"])
+            found = CONDA_FILE.fullmatch(url.rsplit("/", 1)[-1])
+            channel = re.search(r"://[^/]+/([^/]+)/(linux|osx|win|noarch)", url)
+            if found:
+                conda[found["name"].lower()] = (found["version"], found["build"], channel[1] if channel else "")
+        elif entry.get("pypi"):
+            url = str(entry["pypi"])
+            found = WHEEL_FILE.fullmatch(unquote(url.rsplit("/", 1)[-1]))
+            if found:
+                pypi[found["name"].lower().replace("_", "-")] = (found["version"], url)
+    return conda, pypi
+
+
+def _read_locked_conda(reading: Reading, conda: dict[str, tuple[str, str, str]]) -> None:
+    """The locked torch with its build and channel (the build names its CUDA), its CUDA, torchvision, Python."""
+    for name in LOCKED_TORCH:
+        if name in conda:
+            version, build, channel = conda[name]
+            text = f"pytorch={version}={build}"
+            read_conda_text(reading, f"{channel}::{text}" if channel else text)
+            break
+    for name in ("cuda-version", "pytorch-cuda", "cpuonly"):
+        if name in conda:
+            read_conda_text(reading, f"{name}={conda[name][0]}")
+    for name, (_, build, _) in conda.items():
+        cuda = re.match(r"cuda(\d+)(\d)(?!\d)", build)
+        if cuda:
+            reading.locked_cuda.append((name, f"{int(cuda[1])}.{cuda[2]}"))
+    if "torchvision" in conda:
+        version, build, _ = conda["torchvision"]
+        read_conda_text(reading, f"torchvision={version}={build}")
+    if "python" in conda:
+        read_conda_text(reading, f"python={conda['python'][0]}")
