@@ -2,7 +2,7 @@
 variant, driver and GPU floors kept), `envbuild export pixi|uv SPEC`, and both checked by the real tools'
 rules: the exported pixi.toml against pixi's published manifest schema (tests/fixtures/pixi-schema), the
 exported pyproject.toml locked by uv itself, offline, against a local wheel index of stand-in wheels built
-here. (tests/test_pixi_uv_world.py locks it against the offline world's pip index.)
+here. (tests/system/test_pixi_uv_world.py locks it against the offline world's pip index.)
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from builder.init.pixi_manifest import PIXI_TABLES
 from builder.spec.model import load_spec
 from builder.spec.target import Sources, resolve_targets
 from builder.teams.export import render_pixi, write_export
+from tests import paths
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,8 +39,8 @@ else:  # pragma: no cover
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA_FOLDER = Path(__file__).parent / "fixtures" / "pixi-schema"
+ROOT = paths.REPO
+SCHEMA_FOLDER = paths.FIXTURES / "pixi-schema"
 PIXI_SCHEMA = json.loads((SCHEMA_FOLDER / "pixi.schema.json").read_text(encoding="utf-8"))
 
 

@@ -3,7 +3,7 @@
 Each file's expected reading was written in the corpus MANIFEST.yaml before the readers existed. The dev
 files are asserted; the held-out third (set aside by a seeded shuffle before any rule was written) is
 measured, not tuned: its cases run as non-strict xfail, so the report counts them as xpassed (read as
-expected) or xfailed (not), and `python -m tests.test_pixi_uv_corpus` prints both counts.
+expected) or xfailed (not), and `python -m tests.unit.init.test_pixi_uv_corpus` prints both counts.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from builder.errors import UsageError
 from builder.init.importer import init_spec
 from builder.spec.compat import load_compat
 from builder.spec.model import EnvSpec, Route, load_spec
+from tests import paths
 
 pytestmark = pytest.mark.unit
 
-CORPUS = Path(__file__).parent / "corpus" / "pixi-uv"
+CORPUS = paths.CORPUS / "pixi-uv"
 MANIFEST = yaml.safe_load((CORPUS / "MANIFEST.yaml").read_text(encoding="utf-8"))
 ENTRIES = {entry["dir"]: entry for entry in MANIFEST["files"]}
 
