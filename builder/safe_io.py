@@ -296,8 +296,12 @@ class CheckedOutput(io.TextIOBase):
             raise output_error(exc) from None
 
     def write(self, text: str) -> int:
-        if not isinstance(text, str):  # click probes with b"" to tell text streams from binary ones
+        # click probes with b"" and "" to tell text streams from binary ones, and swallows what the
+        # probe raises: an empty write must not touch the stream (a closed one would fail it unseen).
+        if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if not text:
+            return 0
         return self._call(lambda stream: stream.write(text)) or 0
 
     def flush(self) -> None:

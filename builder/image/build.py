@@ -112,19 +112,22 @@ class BuildLog:
         self.step_number = 0
         self.errors: list[str] = []  # what the failing program itself said went wrong
         self.step_images: list[str] = []  # images this build made for its steps (not taken from the cache)
-        self._cached_step = False
+        self._made_step = False
 
     def cause(self) -> str | None:
         return self.errors[-1] if self.errors else None
 
     def _step_image(self, line: str) -> None:
-        if STEP.match(line):
-            self._cached_step = False
+        """An image this build made: the result of a step that is not a FROM (its image is the base)
+        and did not come from the cache."""
+        step = STEP.match(line)
+        if step:
+            self._made_step = not step.group(3).lstrip().upper().startswith("FROM ")
         elif line.strip() == "---> Using cache":
-            self._cached_step = True
+            self._made_step = False
         else:
             made = STEP_IMAGE.match(line)
-            if made and not self._cached_step:
+            if made and self._made_step:
                 self.step_images.append(made.group(1))
 
     def feed(self, chunk: dict) -> None:

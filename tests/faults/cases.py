@@ -446,6 +446,8 @@ CASES += [
          stdout_to="full"),
     Case("targets-stdout-closed", ("targets", "team.yaml"), exit=1, error=("standard output is closed",),
          setup=with_spec(), stdout_to="closed"),
+    Case("lint-stdout-closed", ("lint", "team.yaml"), exit=1, error=("standard output is closed",),
+         setup=with_spec(), stdout_to="closed"),
     Case("explain-json-stdout-closed", ("explain", "log.txt", "--no-host", "--json"), exit=1,
          error=("standard output is closed",), setup=with_file("log.txt", "RuntimeError: CUDA out of memory.\n"),
          stdout_to="closed"),
