@@ -189,7 +189,7 @@ def write_file(path: Path, data: str | bytes, *, overwrite: bool = False, what: 
         with os.fdopen(handle, "wb") as stream:
             stream.write(payload)
             stream.flush()
-            os.fsync(stream.fileno())
+            os.fsync(stream.fileno())  # on disk before the rename: a power cut leaves old or new, never empty
         os.chmod(staging, stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask())
         _put_in_place(staging, destination, path, overwrite, what)
         _sync_folder(destination.parent)
@@ -217,6 +217,16 @@ def _put_in_place(staging: Path, destination: Path, shown: Path, overwrite: bool
             raise
         # A file system without hard links: the existence check above is the guard.
         os.replace(staging, destination)
+
+
+def sync_file(path: Path) -> None:
+    """A file's data on disk before it is renamed into place (a power cut then leaves the old file or
+    the new one, never an empty one)."""
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
 
 def _sync_folder(folder: Path) -> None:

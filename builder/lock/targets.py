@@ -46,7 +46,7 @@ from builder.proc import (
     owned_name,
     remove_stale_folders,
 )
-from builder.safe_io import acquire_lock, read_bounded, release_lock
+from builder.safe_io import acquire_lock, read_bounded, release_lock, sync_file, write_destination
 from builder.spec.cuda import cuda_json
 from builder.spec.model import default_lock_folder
 from builder.spec.target import Target
@@ -348,9 +348,13 @@ def _commit(job: Job) -> LockResult:
     remove_stale_folders(job.folder, STAGED_PREFIX)
     staged_lock = job.folder / f"{owned_name(STAGED_PREFIX)}{LOCK_FILE}"
     staged_info = job.folder / f"{owned_name(STAGED_PREFIX)}{INFO_FILE}"
+    for name in (LOCK_FILE, INFO_FILE):  # a device or FIFO put there is refused, never renamed over
+        write_destination(job.folder / name, "the lock")
     try:
         shutil.copyfile(produced, staged_lock)
         staged_info.write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        sync_file(staged_lock)
+        sync_file(staged_info)
         # Two renames, each atomic: a kill between them leaves the new lockfile beside the old info,
         # whose lockfile_sha256 no longer matches, so the lock reads as stale (never half-written).
         os.replace(staged_lock, job.folder / LOCK_FILE)

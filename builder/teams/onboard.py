@@ -44,13 +44,14 @@ from builder.image.smoke_run import SmokeRun, run_local
 from builder.lock.install import export_platform_plan
 from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
-from builder.safe_io import WriteError, write_file
+from builder.safe_io import WriteError, read_bounded, write_file
 from builder.spec.cuda import CudaVersion, cuda_json, cuda_or_cpu
 from builder.spec.target import Target
 
 ENVS_DIR_ENV = envvars.ENVS_DIR
 DEFAULT_ENVS_DIR = Path("~/.envbuild/envs")
 MARKER = Path("conda-meta") / "envbuild-env"
+MAX_MARKER_BYTES = 64 * 1024  # a few hundred bytes of JSON
 OWN_INSTALLER = "envbuild"
 # Where `jupyter kernelspec list` looks for user kernels when jupyter_core is not at hand (Linux).
 DEFAULT_JUPYTER_DATA_DIR = Path("~/.local/share/jupyter")
@@ -165,9 +166,9 @@ class EnvMarker:
     @classmethod
     def read(cls, prefix: Path) -> EnvMarker | None:
         try:
-            data = json.loads((prefix / MARKER).read_text(encoding="utf-8"))
+            data = json.loads(read_bounded(prefix / MARKER, MAX_MARKER_BYTES, "environment marker", EnvbuildError))
             return cls(**{k: data[k] for k in ("env", "target", "torch", "cuda", "lock_sha256", "installer")})
-        except (OSError, ValueError, KeyError, TypeError):
+        except (EnvbuildError, ValueError, KeyError, TypeError):
             return None
 
     def write(self, prefix: Path) -> None:
