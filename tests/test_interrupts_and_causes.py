@@ -296,3 +296,15 @@ def test_what_a_killed_onboard_left_goes_whole(tmp_path: Path) -> None:
     (left / "work" / "plan.json").write_text("{}")
     recover_interrupted(tmp_path / "env")
     assert list(tmp_path.iterdir()) == []
+
+
+# --- every Error line fits ------------------------------------------------------------------------------
+
+def test_a_long_error_line_keeps_its_cause_and_its_fix() -> None:
+    from builder.cli.commands import ERROR_LINE_LIMIT, fit_error_line
+
+    line = fit_error_line("Error: cpu: build failed: " + "x" * 1000 + "; fix: free disk space\n  | a log line")
+    first, _, rest = line.partition("\n")
+    assert len(first) <= ERROR_LINE_LIMIT and first.startswith("Error: cpu: build failed: ")
+    assert first.endswith("; fix: free disk space") and rest == "  | a log line"
+    assert fit_error_line("Error: short") == "Error: short"

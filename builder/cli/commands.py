@@ -662,9 +662,12 @@ def run_cli(args: list[str]) -> int:
         try:
             safe_io.finish_stdout(stdout)  # what is still buffered: a full disk or a closed stdout says so here
         except safe_io.OutputError as error:
-            click.echo(f"Error: {error.message}", err=True)
+            click.echo(fit_error_line(f"Error: {error.message}"), err=True)
             return error.exit_code
         return code
+
+
+ERROR_LINE_LIMIT = 299  # an Error line names the cause and the fix; past this, neither is read
 
 
 def _say_error(message: str) -> None:
@@ -672,7 +675,19 @@ def _say_error(message: str) -> None:
     from builder.safe_io import settle_stdout
 
     settle_stdout()
-    click.echo(f"Error: {message}", err=True)
+    click.echo(fit_error_line(f"Error: {message}"), err=True)
+
+
+def fit_error_line(text: str, limit: int = ERROR_LINE_LIMIT) -> str:
+    """The Error line (the first of `text`; lines after it, such as a build log's tail, stay) within
+    `limit` characters: a long middle (a path, a tool's words) gives way, the cause's start and the
+    fix at the end stay."""
+    first, newline, rest = text.partition("\n")
+    if len(first) <= limit:
+        return text
+    keep_end = limit // 3
+    first = f"{first[:limit - keep_end - 5]} ... {first[-keep_end:]}"
+    return first + newline + rest
 
 
 def _run_command(args: list[str]) -> int:
