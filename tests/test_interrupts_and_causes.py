@@ -308,3 +308,24 @@ def test_a_long_error_line_keeps_its_cause_and_its_fix() -> None:
     assert len(first) <= ERROR_LINE_LIMIT and first.startswith("Error: cpu: build failed: ")
     assert first.endswith("; fix: free disk space") and rest == "  | a log line"
     assert fit_error_line("Error: short") == "Error: short"
+
+
+def test_an_unchanged_env_still_clears_what_a_killed_onboard_left(tmp_path: Path) -> None:
+    import hashlib
+
+    from builder.teams.onboard import MARKER, EnvMarker, LocalEnvOptions, TargetChoice, onboard_local
+
+    target = cpu_target()
+    lock = tmp_path / "conda-lock.yml"
+    lock.write_text("version: 1\n")
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+    envs = tmp_path / "envs"
+    prefix = envs / "env"
+    (prefix / MARKER).parent.mkdir(parents=True)
+    EnvMarker(target.name, target.key, target.torch, None, digest, "envbuild").write(prefix)
+    left = envs / ".env.envbuild-new-pid999999999-abcd"
+    (left / "work" / "cache").mkdir(parents=True)
+    result = onboard_local(TargetChoice(target, "asked", "runs"), lock, prefix, platform="linux-64", tool=None,
+                           gpus_here=0, options=LocalEnvOptions(smoke=False, kernel_dir=tmp_path / "kernels"))
+    assert result.status == "unchanged"
+    assert sorted(p.name for p in envs.iterdir()) == ["env"]

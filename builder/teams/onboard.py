@@ -464,6 +464,12 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
     started = time.monotonic()
     target = choice.target
     digest = lockfile_sha256(lock_path)
+    if prefix.parent.is_dir():  # what a killed onboard left goes first, also when nothing is installed now
+        try:
+            recover_interrupted(prefix)
+        except OSError as exc:
+            raise EnvbuildError(f"cannot clean up beside {prefix}: {exc.strerror or exc} ({exc.filename or prefix}); "
+                                "remove the .envbuild-* folders there yourself") from None
     state = prefix_status(prefix, target, digest)
     if state == "unchanged" and options.force:
         state = "replace"
