@@ -355,8 +355,8 @@ def _reserve_standard_descriptors() -> None:
 
 @contextmanager
 def checked_stdout() -> Iterator[CheckedOutput]:
-    """Inside: sys.stdout is a CheckedOutput (a closed stdout included); the caller flushes it
-    through `finish_stdout` to learn whether everything was written."""
+    """Inside: sys.stdout is a CheckedOutput (a closed stdout included); the caller flushes it at the
+    end to learn whether everything was written (an OutputError if not)."""
     _reserve_standard_descriptors()
     original = sys.stdout
     checked = CheckedOutput(original)
@@ -365,11 +365,6 @@ def checked_stdout() -> Iterator[CheckedOutput]:
         yield checked
     finally:
         sys.stdout = original
-
-
-def finish_stdout(checked: CheckedOutput) -> None:
-    """Flush what is buffered; an OutputError when it cannot be written."""
-    checked.flush()
 
 
 def settle_stdout() -> None:

@@ -40,6 +40,7 @@ from builder.spec.target import Sources, resolve_targets, target_summary
 
 SPEC = click.argument("spec", type=InputFile())
 JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+ERROR_LINE_LIMIT = 299  # an Error line names the cause and the fix; past this, neither is read
 CUDA = click.option("--cuda", "cuda", multiple=True, type=TARGET_ID, metavar="X.Y|cpu",
                     help="Only this CUDA target (repeatable); default: every target of the spec.")
 
@@ -660,14 +661,11 @@ def run_cli(args: list[str]) -> int:
     with proc.signals_as_interrupt(), safe_io.checked_stdout() as stdout:
         code = _run_command(args)
         try:
-            safe_io.finish_stdout(stdout)  # what is still buffered: a full disk or a closed stdout says so here
+            stdout.flush()  # what is still buffered: a full disk or a closed stdout says so here
         except safe_io.OutputError as error:
             click.echo(fit_error_line(f"Error: {error.message}"), err=True)
             return error.exit_code
         return code
-
-
-ERROR_LINE_LIMIT = 299  # an Error line names the cause and the fix; past this, neither is read
 
 
 def _say_error(message: str) -> None:

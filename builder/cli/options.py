@@ -102,6 +102,8 @@ class OutputFile(click.Path):
         path = super().convert(value, param, ctx)
         write_destination(Path(str(path)))
         return path
+
+
 BASE_IMAGE = click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
 BUILDER_IMAGE = click.option("--builder-image", metavar="IMAGE[@DIGEST]",
                              help="Env-builder image (needs Python >= 3.10).")
