@@ -4,6 +4,10 @@
     kill -9 lock: trials=20 old=.. new=.. torn=0 processes_left=0 scratch_left=0
     kill -9 image: trials=N containers_left=0 tags_left=0 folders_left_after_next_run=0
     kill -9 smoke: trials=N containers_left_after_next_run=0
+    fuzz: examples=N failures=0 hangs=0
+
+The fuzz part runs tests/test_fuzz.py with ENVBUILD_BENCH_FUZZ examples per target (default 2000:
+10,000 in all) and fresh random inputs each time; the unit suite runs the same tests smaller and fixed.
 
 Cases that need the offline world run only inside it (`tests/world/with-world.sh`); without it
 they are counted as skipped. ENVBUILD_BENCH_TRIALS sets the lock trials (default 20).
@@ -170,12 +174,30 @@ def smoke_trials(root: Path, trials: int) -> None:
           f"after_next_run={len(dead_owner_left)} (next run exit {done.returncode})", flush=True)
 
 
+def fuzz(per_test: int) -> None:
+    """The fuzz tests, deeper: examples run (hypothesis's statistics), tests failed, tests stopped by their timeout."""
+    import re
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
+                           "--hypothesis-show-statistics", "tests/test_fuzz.py"],
+                          env={**os.environ, "FUZZ_EXAMPLES": str(per_test)}, capture_output=True, text=True,
+                          timeout=7200)
+    examples = sum(int(n) for n in re.findall(r"- (\d+) passing", done.stdout))
+    failures = len(re.findall(r"^FAILED ", done.stdout, re.MULTILINE))
+    hangs = done.stdout.count("Timeout (>")
+    print(f"fuzz: examples={examples} failures={failures} hangs={hangs}", flush=True)
+    if done.returncode != 0:
+        print("  " + done.stdout[-3000:], flush=True)
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="envbuild-bench-faults-") as folder:
         root = Path(folder)
         only = os.environ.get("ENVBUILD_BENCH_ONLY", "")  # e.g. "lock,image": only those parts
         if not only or "catalogue" in only.split(","):
             catalogue(root / "catalogue")
+        if not only or "fuzz" in only.split(","):
+            fuzz(int(os.environ.get("ENVBUILD_BENCH_FUZZ", "2000")))
         if not WORLD:
             print("kill -9 trials: skipped (run inside the offline world: make bench-faults)")
             return

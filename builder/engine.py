@@ -67,6 +67,27 @@ def docker_client(timeout: float = 600):
         raise EngineUnreachable(engine_address(), f"{type(exc).__name__}: {exc}") from exc
 
 
+def is_timeout(exc: BaseException) -> bool:
+    """The engine did not answer in the time given. A streamed or waited-for answer (a container's
+    wait, a build) that runs past it reaches here as requests' ConnectionError around urllib3's
+    ReadTimeoutError, which is not a lost engine."""
+    import requests
+    import urllib3
+
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError, TimeoutError)):
+            return True
+        pending += [arg for arg in current.args if isinstance(arg, BaseException)]
+        pending += [link for link in (current.__cause__, current.__context__) if link is not None]
+    return False
+
+
 def is_connection_loss(exc: BaseException) -> bool:
     """The engine went away (as opposed to answering with a refusal)."""
     import requests
@@ -92,11 +113,9 @@ def reason(exc: BaseException) -> str:
 
 def engine_error(exc: BaseException, what: str) -> EnvbuildError:
     """One EnvbuildError for any exception the SDK raised while doing `what` (e.g. "the build of cpu")."""
-    import requests
-
     if isinstance(exc, EnvbuildError):
         return exc
-    if isinstance(exc, requests.exceptions.Timeout):
+    if is_timeout(exc):
         return EngineLost(f"{what}: the Docker engine did not answer in time; {ENGINE_LOST_FIX}")
     if is_connection_loss(exc):
         return EngineLost(f"{what}: the Docker engine stopped answering ({type(exc).__name__}); {ENGINE_LOST_FIX}")

@@ -6,7 +6,6 @@ environment, whose filters make every value one YAML scalar (or one comment line
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from builder import __version__
 from builder.errors import EnvbuildError, UsageError
+from builder.safe_io import write_file
 
 
 def _umask() -> int:
@@ -25,41 +25,9 @@ def _umask() -> int:
 
 
 def write_new_file(path: Path, text: str, force: bool = False) -> None:
-    """Write `text` to `path` whole or not at all; an existing file is replaced only with `force`.
-
-    The text goes to a temporary sibling first. Without `force` it is hard-linked into place, which
-    fails when the name exists, so a file that appears meanwhile is not replaced either.
-    """
-    if path.is_dir():
-        raise UsageError(f"{path} is a folder; give a file name")
-    if path.exists() and not force:
-        raise UsageError(f"{path} exists; pass --force to replace it")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, staging_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except OSError as exc:
-        raise EnvbuildError(f"{path}: cannot write ({exc.strerror})") from None
-    staging = Path(staging_name)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(staging, 0o666 & ~_umask())
-        if force:
-            os.replace(staging, path)
-            return
-        try:
-            os.link(staging, path)
-        except FileExistsError:
-            raise UsageError(f"{path} exists; pass --force to replace it") from None
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV):
-                raise
-            # A file system without hard links: the existence check above is the guard.
-            os.replace(staging, path)
-    except OSError as exc:
-        raise EnvbuildError(f"{path}: cannot write ({exc.strerror})") from None
-    finally:
-        staging.unlink(missing_ok=True)
+    """Write `text` to `path` whole or not at all; an existing file is replaced only with `force`,
+    and only when it is a regular file (builder.safe_io.write_file)."""
+    write_file(path, text, overwrite=force)
 
 
 OWNED_MANIFEST = ".envbuild-written.json"

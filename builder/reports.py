@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
-from builder.errors import EnvbuildError
+from builder.safe_io import write_file
 
 if TYPE_CHECKING:  # rich takes a tenth of a second to import; --json output never needs it
     from rich.console import Console
@@ -62,25 +62,11 @@ def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None
             ElementTree.SubElement(element, "failure", message=case.get("reason") or "failed")
         elif case["status"] == "skipped":
             ElementTree.SubElement(element, "skipped", message=case.get("reason") or "skipped")
-    # Whole or not at all: a full disk must not leave a 0-byte report that CI reads as "no tests".
-    # Staged beside and renamed over a regular file only: renaming over /dev/stdout or a FIFO
-    # would replace the device or pipe itself.
-    special = path.exists() and not path.is_file()
-    staged = path if special else path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        ElementTree.ElementTree(root).write(staged, encoding="utf-8", xml_declaration=True)
-        if not special:
-            os.replace(staged, path)
-    except OSError as exc:
-        raise EnvbuildError(f"{path}: cannot write the JUnit report ({exc.strerror or exc}); the results above "
-                            "stand; free disk space or give --junit a writable path") from None
-    finally:
-        if not special:
-            try:
-                staged.unlink(missing_ok=True)
-            except OSError:
-                pass
+    # Whole or not at all (a full disk must not leave a 0-byte report that CI reads as "no tests"), and
+    # only into a regular file or a new path: never renamed over /dev/stdout, a device or a FIFO.
+    document = ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)
+    write_file(path, document, overwrite=True, what="the JUnit report",
+               fix="the results above stand; free disk space or give --junit a writable path")
 
 
 def human_size(size: int | None) -> str:

@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from builder.yamlio import SafeLoader
+from builder.safe_io import read_bounded
+from builder.yamlio import DuplicateKey, SafeLoader
 
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_LOCK_BYTES = 64 * 1024 * 1024
@@ -25,15 +26,9 @@ MAX_SPEC_NODES = 100_000  # a spec or environment.yml: a few hundred values
 
 
 def read_capped(path: Path, limit: int, what: str, error: Callable[[str], Exception]) -> bytes:
-    """At most `limit` bytes of `path`, or `error` saying why not (reads never run away on a device)."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError as exc:
-        raise error(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
-    if len(data) > limit:
-        raise error(f"{path}: larger than {limit // (1024 * 1024)} MiB, not a {what}; give the right file")
-    return data
+    """At most `limit` bytes of the regular file `path`, or `error` saying why not (reads never run
+    away on a device, nor block on a FIFO)."""
+    return read_bounded(path, limit, what, error)
 
 
 def decode(data: bytes, path: Path, what: str, error: Callable[[str], Exception], fix: str) -> str:
@@ -49,6 +44,8 @@ def load_yaml(text: str, path: Path, what: str, error: Callable[[str], Exception
     to more than MAX_EXPANDED_NODES values."""
     try:
         data = yaml.load(text, Loader=loader or SafeLoader)  # noqa: S506 - a safe loader, C or Python
+    except DuplicateKey as exc:
+        raise error(f"{path}: line {exc.line}: {exc.problem}") from None
     except RecursionError:
         raise error(f"{path}: the {what} is nested too deeply to read (more than {MAX_DEPTH} levels); {fix}") from None
     except yaml.YAMLError as exc:

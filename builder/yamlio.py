@@ -29,8 +29,31 @@ class SourceFloat(float):
         return number
 
 
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping that gives one key twice: YAML readers keep the last silently, a spec must not."""
+
+    def __init__(self, key: str, first_line: int, node: yaml.Node) -> None:
+        super().__init__(None, None, f"the key {key!r} is given twice (first at line {first_line}); keep one",
+                         node.start_mark)
+        self.key = key
+        self.line = node.start_mark.line + 1
+
+
 class SpecLoader(SafeLoader):  # type: ignore[misc, valid-type]
-    """The safe loader, with floats that keep their source text (specs name versions, never numbers)."""
+    """The safe loader, with floats that keep their source text (specs name versions, never numbers),
+    and a key given twice in one mapping refused (the last would win without a word)."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[tuple[str, str], int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise DuplicateKey(key_node.value, seen[key], key_node)
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
 
 def _source_float(loader: Any, node: yaml.ScalarNode) -> float:

@@ -15,9 +15,11 @@ from builder.cli.options import (
     CiJobFlags,
     ContainerFlags,
     ImagePathFlags,
+    InputFile,
     K8sFlags,
     LocalEnvFlags,
     LockFlags,
+    OutputFile,
     PublishFlags,
     SolveFlags,
     build_options,
@@ -36,8 +38,9 @@ from builder.spec.cuda import TargetId
 from builder.spec.model import load_spec
 from builder.spec.target import Sources, resolve_targets, target_summary
 
-SPEC = click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+SPEC = click.argument("spec", type=InputFile())
 JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+ERROR_LINE_LIMIT = 299  # an Error line names the cause and the fix; past this, neither is read
 CUDA = click.option("--cuda", "cuda", multiple=True, type=TARGET_ID, metavar="X.Y|cpu",
                     help="Only this CUDA target (repeatable); default: every target of the spec.")
 
@@ -49,7 +52,7 @@ class EnvbuildGroup(click.Group):
         try:
             return super().invoke(ctx)
         except EnvbuildError as error:
-            click.echo(f"Error: {error.message}", err=True)
+            _say_error(error.message)
             ctx.exit(error.exit_code)
 
 
@@ -57,6 +60,9 @@ class EnvbuildGroup(click.Group):
 @click.version_option(__version__, prog_name="envbuild")
 def cli() -> None:
     """Reproducible PyTorch-CUDA environments: render, lock, build and smoke-test one image per CUDA target."""
+    from builder.envvars import check_environment
+
+    check_environment()  # junk in an ENVBUILD_* variable is one line now, not a silent default later
 
 
 @cli.command()
@@ -87,7 +93,7 @@ def targets(spec: Path, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("path", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path", required=False, type=InputFile())
 @click.option("--rules", "list_rules", is_flag=True, help="List the rules (id and what each checks) and exit.")
 @click.option("--rule", "only", multiple=True, metavar="ID", help="Run only this rule (repeatable).")
 @JSON
@@ -241,6 +247,8 @@ def image(spec: Path, cuda: tuple[TargetId, ...], all_targets: bool, publish: Pu
 
     if not cuda and not all_targets:
         raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
+    if cuda and all_targets:
+        raise UsageError("--all builds every target, --cuda names some: give one of them")
     resolved = resolve_targets(build.spec(spec), () if all_targets else cuda, sources)
     engine = build.engine_for(spec, publish.source, publish.revision)
     results = []
@@ -317,10 +325,10 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
 
 
 @cli.command()
-@click.argument("spec", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--save", "save_to", type=click.Path(dir_okay=False, path_type=Path),
+@click.argument("spec", required=False, type=InputFile())
+@click.option("--save", "save_to", type=OutputFile(),
               help="Also record this host (driver, GPUs, capabilities) in FILE for a spec's `fleet:` or --fleet.")
-@click.option("--fleet", "fleet_files", multiple=True, type=click.Path(exists=True, path_type=Path),
+@click.option("--fleet", "fleet_files", multiple=True, type=InputFile(dir_okay=True),
               metavar="FILE|DIR", help="Judge SPEC's targets on these recorded hosts (and the spec's `fleet:`) "
                                        "instead of this host; repeatable. Exit 1 when no target runs on one.")
 @JSON
@@ -380,19 +388,21 @@ def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> 
 
 
 @cli.command("explain")
-@click.argument("log", type=click.File("rb"), metavar="FILE|-")
-@click.option("--spec", "spec", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.argument("log", type=InputFile(allow_dash=True), metavar="FILE|-")
+@click.option("--spec", "spec", type=InputFile(),
               help="Name this spec's targets in the fixes.")
 @click.option("--no-host", is_flag=True, help="Do not read this host's driver and GPUs (explain a log from elsewhere).")
 @JSON
-def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
+def explain(log: Path, spec: Path | None, no_host: bool, as_json: bool) -> None:
     """Read an error log (pip, conda, CUDA, PyTorch, NCCL; FILE or - for stdin) and say what happened, why,
     and the fix. Exit 0 when something was recognised, 1 when not."""
-    from builder.host.explain import explain_text
+    from builder.host.explain import MAX_LOG_BYTES, explain_text
     from builder.host.gpuinfo import read_host_gpus
+    from builder.safe_io import read_bounded
 
+    text = read_bounded(log, MAX_LOG_BYTES, "log")
     driver, gpus, processes = (None, [], []) if no_host else read_host_gpus()
-    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus, processes=processes,
+    report = explain_text(text, str(log), driver=driver, gpus=gpus, processes=processes,
                           targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:
         reports.print_json(report.as_dict())
@@ -402,20 +412,15 @@ def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
         raise SystemExit(1)
 
 
-def _source_name(stream) -> str:
-    name = getattr(stream, "name", None)
-    return name if isinstance(name, str) and not name.startswith("<") else "-"
-
-
 @cli.command("init")
-@click.option("--from", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--from", "source", type=InputFile(),
               help="A file to turn into a spec: environment.yml (hand-written or `conda env export`), "
                    "requirements.txt, conda-lock.yml, Dockerfile, pixi.toml, pixi.lock or uv's pyproject.toml.")
 @click.option("--upgrade", is_flag=True,
               help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
                    "supported ones (each change is listed) instead of refusing.")
 @click.option("--name", help="The env name (default: the file's `name:`, else this folder's).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Spec file (default envs/<name>.yaml).")
+@click.option("--out", type=OutputFile(), help="Spec file (default envs/<name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace an existing spec file.")
 @JSON
 def init(source: Path | None, name: str | None, out: Path | None, force: bool, upgrade: bool,
@@ -488,7 +493,7 @@ def summary(report_files: tuple[Path, ...], as_json: bool) -> None:
 @cli.command("ci")
 @click.argument("provider", type=click.Choice(["github", "gitlab", "k8s"]))
 @SPEC
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", type=OutputFile(),
               help="File to write (default .github/workflows/envbuild-<name>.yml, .gitlab-ci.yml or "
                    "k8s/envbuild-<name>-smoke.yaml).")
 @ci_job_options
@@ -676,35 +681,67 @@ def main() -> None:
 
 def run_cli(args: list[str]) -> int:
     """Run one command; whatever goes wrong ends in one `Error:` line and an exit code, never a
-    traceback. SIGTERM and SIGHUP unwind like Ctrl-C, so containers and folders are cleaned up."""
+    traceback. SIGTERM and SIGHUP unwind like Ctrl-C, so containers and folders are cleaned up.
+    Standard output is checked to the end: output that could not be written is an error too."""
+    from builder import proc, safe_io
+
+    with proc.signals_as_interrupt(), safe_io.checked_stdout() as stdout:
+        code = _run_command(args)
+        try:
+            stdout.flush()  # what is still buffered: a full disk or a closed stdout says so here
+        except safe_io.OutputError as error:
+            click.echo(fit_error_line(f"Error: {error.message}"), err=True)
+            return error.exit_code
+        return code
+
+
+def _say_error(message: str) -> None:
+    """One `Error:` line, after what the command printed (whose own failure is then not said again)."""
+    from builder.safe_io import settle_stdout
+
+    settle_stdout()
+    click.echo(fit_error_line(f"Error: {message}"), err=True)
+
+
+def fit_error_line(text: str, limit: int = ERROR_LINE_LIMIT) -> str:
+    """The Error line (the first of `text`; lines after it, such as a build log's tail, stay) within
+    `limit` characters: a long middle (a path, a tool's words) gives way, the cause's start and the
+    fix at the end stay."""
+    first, newline, rest = text.partition("\n")
+    if len(first) <= limit:
+        return text
+    keep_end = limit // 3
+    first = f"{first[:limit - keep_end - 5]} ... {first[-keep_end:]}"
+    return first + newline + rest
+
+
+def _run_command(args: list[str]) -> int:
     import errno
     import os
 
     from builder import proc
+    from builder.safe_io import os_error_line
 
-    with proc.signals_as_interrupt():
-        try:
-            result = cli.main(args=args, prog_name="envbuild", standalone_mode=False)
-            return result if isinstance(result, int) else 0
-        except click.exceptions.Abort as exc:
-            signal = exc.__cause__ if isinstance(exc.__cause__, proc.Terminated) else None
-            name = signal.args[0] if signal else "Ctrl-C"
-            click.echo(f"Error: interrupted ({name}); unfinished work was undone, run the command again", err=True)
-            return 128 + signal.signum if signal else 130
-        except click.ClickException as exc:
-            exc.show()
-            return exc.exit_code
-        except SystemExit as exc:
-            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except OSError as exc:
-            if exc.errno == errno.EPIPE:  # the reader of our output went away (`| head`)
-                return 1
-            where = f"{exc.filename}: " if exc.filename else ""
-            click.echo(f"Error: {where}{exc.strerror or exc}; check free disk space and permissions there", err=True)
+    try:
+        result = cli.main(args=args, prog_name="envbuild", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except click.exceptions.Abort as exc:
+        signal = exc.__cause__ if isinstance(exc.__cause__, proc.Terminated) else None
+        name = signal.args[0] if signal else "Ctrl-C"
+        _say_error(f"interrupted ({name}); unfinished work was undone, run the command again")
+        return 128 + signal.signum if signal else 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:  # a pipe envbuild writes to went away
             return 1
-        except Exception as exc:  # a bug: still one line, with the way to see more
-            if os.environ.get("ENVBUILD_DEBUG"):
-                raise
-            click.echo(f"Error: internal error: {type(exc).__name__}: {exc}; rerun with ENVBUILD_DEBUG=1 "
-                       "and report the traceback", err=True)
-            return 70
+        _say_error(os_error_line(exc))
+        return 1
+    except Exception as exc:  # a bug: still one line, with the way to see more
+        if os.environ.get("ENVBUILD_DEBUG"):
+            raise
+        _say_error(f"internal error: {type(exc).__name__}: {exc}; rerun with ENVBUILD_DEBUG=1 and report the traceback")
+        return 70

@@ -17,8 +17,10 @@ import click
 
 from builder.errors import UsageError
 from builder.image.smoke_run import ContainerOptions, container_options
+from builder.safe_io import input_problem, write_destination
 from builder.spec.cuda import TargetId
 from builder.spec.model import EnvSpec, load_spec
+from builder.spec.reference import check_label_text, check_registry
 from builder.spec.target import Sources, with_ca_certificates, with_images
 
 if TYPE_CHECKING:  # builder.image.build pulls in the build context and conda-lock: only commands that build load it
@@ -70,6 +72,38 @@ class TargetIdParam(click.ParamType):
 
 
 TARGET_ID = TargetIdParam()
+
+
+class InputFile(click.Path):
+    """A file a command reads, checked where it enters: a FIFO (the read would block forever), a device,
+    a socket or a symbolic link loop is refused in one line before any work starts; a missing file or
+    a folder reads as click says it."""
+
+    def __init__(self, dir_okay: bool = False, allow_dash: bool = False) -> None:
+        super().__init__(exists=True, dir_okay=dir_okay, path_type=Path, allow_dash=allow_dash)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not (self.allow_dash and str(value) == "-"):
+            problem = input_problem(Path(value), dir_okay=True)
+            if problem and problem != "does not exist":
+                dash = " (or - for standard input)" if self.allow_dash else ""
+                self.fail(f"{value} {problem}; give a regular file{dash}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class OutputFile(click.Path):
+    """A file a command writes, checked before the work: a folder, device, FIFO, socket or link loop is
+    refused in one line (builder.safe_io.write_destination), --force or not."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        write_destination(Path(str(path)))
+        return path
+
+
 BASE_IMAGE = click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
 BUILDER_IMAGE = click.option("--builder-image", metavar="IMAGE[@DIGEST]",
                              help="Env-builder image (needs Python >= 3.10).")
@@ -140,8 +174,7 @@ def _build_flags(base_image: str | None, builder_image: str | None, ca_certs: tu
 build_options = option_group("build", [
     BASE_IMAGE,
     BUILDER_IMAGE,
-    click.option("--ca-cert", "ca_certs", multiple=True,
-                 type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    click.option("--ca-cert", "ca_certs", multiple=True, type=InputFile(),
                  help="Extra CA certificate to trust in both stages (repeatable)."),
     click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE",
                  help="Docker build argument (repeatable)."),
@@ -181,7 +214,7 @@ container_options_group = option_group("smoke_container", [
                  help="Container ulimit (repeatable); memlock=-1 is refused on some hosts."),
     click.option("--timeout", type=click.FloatRange(1), default=900.0, show_default=True,
                  help="Seconds the suite may run in one container."),
-    click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here."),
+    click.option("--junit", type=OutputFile(), help="Write JUnit XML here."),
 ], ContainerFlags)
 
 
@@ -199,6 +232,12 @@ class SolveFlags:
     lock_root: Path | None = None
     jobs: int | None = None
     timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.check and (self.update or self.force):
+            given = "--update" if self.update else "--force"
+            raise UsageError(f"--check solves nothing, so {given} has nothing to do: drop --check to lock, "
+                             f"or drop {given} to check")
 
 
 solve_options = option_group("solve", [
@@ -223,6 +262,12 @@ class PublishFlags:
     push: str | None = None
     source: str | None = None
     revision: str | None = None
+
+    def __post_init__(self) -> None:
+        # Checked before the build: a push refused by the engine would come after a full build.
+        check_registry("--push", self.push)
+        check_label_text("--source", self.source)
+        check_label_text("--revision", self.revision)
 
 
 publish_options = option_group("publish", [
@@ -318,6 +363,9 @@ class ImagePathFlags:
     base_image: str | None = None
     builder_image: str | None = None
     network: str | None = None
+
+    def __post_init__(self) -> None:
+        check_registry("--pull", self.pull)
 
 
 image_path_options = option_group("image_path", [

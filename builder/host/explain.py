@@ -31,6 +31,9 @@ from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess
 
 EVIDENCE_CHARS = 300
+# A CI job's whole log is a few MB; far more is not a log (`explain /dev/zero`, an endless pipe) and is
+# refused at the cap instead of being read until memory runs out.
+MAX_LOG_BYTES = 32 * 1024 * 1024
 # Rules with needles look at this many lines around each occurrence of a needle.
 WINDOW_LINES_BEFORE, WINDOW_LINES_AFTER = 3, 12
 

@@ -7,13 +7,18 @@ size next to the size of the layer that holds /opt/env.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import sys
+import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 from builder.engine import (  # noqa: F401  (re-exported: callers that predate builder.engine)
     ENGINE_START_FIX,
@@ -26,12 +31,15 @@ from builder.engine import (  # noqa: F401  (re-exported: callers that predate b
 )
 from builder.errors import EnvbuildError, UsageError
 from builder.image.context import BuildContext
+from builder.safe_io import exclusive_lock
 
 LOG_TAIL = 30
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 ENV_COPY = re.compile(r"#\(nop\) COPY dir:\S+ in /\s*$")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
+STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})\s*$")
+TAG_LOCK_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -103,9 +111,24 @@ class BuildLog:
         self.error: str | None = None
         self.step_number = 0
         self.errors: list[str] = []  # what the failing program itself said went wrong
+        self.step_images: list[str] = []  # images this build made for its steps (not taken from the cache)
+        self._made_step = False
 
     def cause(self) -> str | None:
         return self.errors[-1] if self.errors else None
+
+    def _step_image(self, line: str) -> None:
+        """An image this build made: the result of a step that is not a FROM (its image is the base)
+        and did not come from the cache."""
+        step = STEP.match(line)
+        if step:
+            self._made_step = not step.group(3).lstrip().upper().startswith("FROM ")
+        elif line.strip() == "---> Using cache":
+            self._made_step = False
+        else:
+            made = STEP_IMAGE.match(line)
+            if made and self._made_step:
+                self.step_images.append(made.group(1))
 
     def feed(self, chunk: dict) -> None:
         if "stream" in chunk:
@@ -125,6 +148,7 @@ class BuildLog:
                 running = RUNNING_IN.match(line)
                 if running:
                     self.containers.append(running.group(1))
+                self._step_image(line)
                 self.echo(line)
         if "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
             self.image_id = chunk["aux"]["ID"]
@@ -206,26 +230,62 @@ def build_image(
         for chunk in stream:
             log.feed(chunk)
     except BaseException as exc:  # whatever stopped it, the builder's containers go
-        _remove_containers(client, log.containers)
-        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, and SIGTERM through proc.signals_as_interrupt
-            raise EnvbuildError(f"{context.target.key}: build interrupted; nothing was tagged") from None
+        _undo_unfinished(client, log, options)
+        # Ctrl-C, and SIGTERM through proc.signals_as_interrupt, go on as themselves: the command
+        # then exits 130 or 143, as an interrupted command does.
         if isinstance(exc, engine_failures()):
             raise engine_error(exc, what) from None
         raise
     image_id = log.image_id
     if log.error or not image_id:
-        _remove_containers(client, log.containers)
+        _undo_unfinished(client, log, options)
         raise EnvbuildError(build_failure(context, log))
     tags = image_tags(context)
+    with tag_lock(context.target.name):
+        move_tags(client, image_id, tags)
+    result = inspect_result(client, context, image_id, tags)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _undo_unfinished(client, log: BuildLog, options: BuildOptions) -> None:
+    """After a failed or interrupted build: its containers go, and so do the step images of a
+    --no-cache build. Those duplicate steps the cache already has; left behind, the next ordinary
+    build takes one as the cache of its step, finds no later step under it and builds the rest again."""
+    _remove_containers(client, log.containers)
+    if options.no_cache:
+        for image_id in reversed(log.step_images):
+            try:
+                client.api.remove_image(image_id, noprune=True)
+            except engine_failures():
+                continue  # a child or a container holds it, or the engine went away
+
+
+def tag_lock_path(env_name: str) -> Path:
+    digest = hashlib.sha256(f"{engine_address()} {env_name}".encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"envbuild-tags-{digest}.lock"
+
+
+@contextmanager
+def tag_lock(env_name: str, timeout: float = TAG_LOCK_TIMEOUT_S) -> Iterator[None]:
+    """One envbuild at a time moves an env's tags on this engine: two builds of one env that tagged
+    at once could leave `<env>:<torch>-<target>` on one image and `<env>:<lock hash>` on the other."""
+    def waiting() -> None:
+        print(f"waiting for another envbuild to tag {env_name} images ...", file=sys.stderr)
+
+    with exclusive_lock(tag_lock_path(env_name), timeout, waiting, lambda: EnvbuildError(
+            f"another envbuild held the tags of {env_name} for {timeout:.0f} s; try again")):
+        yield
+
+
+def move_tags(client, image_id: str, tags: list[str]) -> None:
+    """Point every tag at `image_id`, then drop the images the tags named before when nothing else names them."""
     before = [_image_id(client, tag) for tag in tags]  # what the tags name until they move
     replaced = {old for old in before if old is not None and old != image_id}
     for tag in tags:
         repository, _, name = tag.rpartition(":")
         client.api.tag(image_id, repository, name)
     _drop_untagged(client, replaced)
-    result = inspect_result(client, context, image_id, tags)
-    result.seconds = time.monotonic() - started
-    return result
 
 
 def _image_id(client, reference: str) -> str | None:

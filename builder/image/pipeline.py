@@ -14,6 +14,7 @@ from builder.image.context import make_context
 from builder.image.render import checked_ca_files
 from builder.lock.targets import LOCK_FILE, check_targets, default_lock_dir, failure_line, lock_targets
 from builder.proc import owned_name, remove_stale_folders
+from builder.safe_io import os_error_reason
 from builder.spec.target import Target
 
 CONTEXT_PREFIX = "envbuild-context"
@@ -60,12 +61,25 @@ def build_target_image(
     checked_ca_files(target)
     if lock_path is None:
         lock_path = ensure_lock(target, locks)
-    root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))
     try:
-        context = make_context(target, lock_path, root / "context", options.platform)
+        root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))
+    except OSError as exc:
+        raise _context_error(target, exc) from None
+    try:
+        try:
+            context = make_context(target, lock_path, root / "context", options.platform)
+        except OSError as exc:
+            raise _context_error(target, exc) from None
         result = build_image(context, options, echo=echo, client=client)
         if push:
             result.pushed = push_image(result, push, echo=echo, client=client)
         return result
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _context_error(target: Target, exc: OSError) -> EnvbuildError:
+    """The build context is written under TMPDIR: a full or read-only one is said as such, in one line
+    (a failed copy of the installer's package names every file it could not copy)."""
+    return EnvbuildError(f"{target.key}: cannot write the build context in {tempfile.gettempdir()} "
+                         f"({os_error_reason(exc)}); free disk space there, or point TMPDIR at a disk with room")

@@ -23,6 +23,7 @@ from builder.errors import UsageError
 from builder.generated_files import write_owned_folder
 from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
+from builder.safe_io import input_problem, read_bounded
 from builder.spec.cuda import CudaVersion, cuda_or_cpu
 from builder.spec.target import Target
 from builder.templates import environment
@@ -162,9 +163,10 @@ def checked_ca_files(target: Target) -> tuple[Path, ...]:
     base = target.spec.source.parent if target.spec.source else Path.cwd()
     files = []
     for name in target.spec.ca_certificates:
+        problem = input_problem(base / name)
+        if problem:
+            raise UsageError(f"{target.spec.source}: ca_certificates: {name!r} {problem}")
         path = (base / name).resolve()
-        if not path.is_file():
-            raise UsageError(f"{target.spec.source}: ca_certificates: {name!r} does not exist")
         check_ca_file(path, name)
         files.append(path)
     return tuple(files)
@@ -181,14 +183,13 @@ def check_ca_file(path: Path, shown: str) -> None:
     import binascii
 
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_CA_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"{shown}: cannot read the CA file ({exc.strerror})") from None
+        data = read_bounded(path, MAX_CA_BYTES, "CA file")
+    except UsageError as exc:
+        raise UsageError(exc.message.replace(str(path), shown, 1)) from None
     if b"PRIVATE KEY-----" in data:
         raise UsageError(f"{shown}: holds a private key; give only the CA's certificate (never ship a key in an image)")
     blocks = PEM_CERTIFICATE.findall(data)
-    if len(data) > MAX_CA_BYTES or not blocks:
+    if not blocks:
         raise UsageError(f"{shown}: not a PEM CA certificate (no -----BEGIN CERTIFICATE----- block); convert it "
                          "with `openssl x509 -inform der -in FILE -out FILE.crt`")
     for block in blocks:

@@ -166,8 +166,7 @@ def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cud
             raise EnvbuildError(f"{python}: cannot run the smoke suite with it ({exc.strerror})") from None
         report = Path(folder) / "report.json"
         if not report.is_file():
-            tail = (process.stderr or process.stdout).strip().splitlines()[-5:]
-            raise EnvbuildError("the smoke suite wrote no report: " + " | ".join(tail))
+            raise EnvbuildError("the smoke suite wrote no report: " + suite_said(process.stderr or process.stdout))
         return SmokeRun.from_json(json.loads(report.read_text()), [], time.monotonic() - started)
 
 
@@ -282,24 +281,40 @@ def _start(created, image: str, require_gpus: int, with_gpus: bool) -> bool:
 
 
 def _wait(created, image: str, timeout: float) -> None:
-    import requests
-
-    from builder.engine import engine_error, engine_failures
+    from builder.engine import engine_error, engine_failures, is_timeout
 
     try:
         created.wait(timeout=timeout)
     except engine_failures() as exc:
-        if isinstance(exc, requests.exceptions.ReadTimeout):
+        if is_timeout(exc):  # the suite is still running: the container goes with the caller's finally
             raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped; "
                                 "raise --timeout") from None
         raise engine_error(exc, f"{image}: the smoke run") from None
+
+
+SAID_CHARS = 200
+
+
+def suite_said(output: str) -> str:
+    """What a suite that wrote no report said: its error line when it has one (argparse's usage text
+    before it is noise), else its last lines; short enough for an Error line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "error:" in line.lower()]
+    said = errors[-1] if errors else " | ".join(lines[-3:]) or "no output"
+    return said if len(said) <= SAID_CHARS else said[:SAID_CHARS - 3] + "..."
+
+
+NO_PYTHON = re.compile(r"python: (?:not found|No such file)|exec: \W?python\W?: executable file not found")
 
 
 def _suite_report(created, image: str) -> dict:
     data = _read_report(created)
     if data is None:
         logs = created.logs(tail=10).decode(errors="replace").strip().splitlines()
-        raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + " | ".join(logs[-5:]))
+        if NO_PYTHON.search("\n".join(logs)):
+            raise EnvbuildError(f"{image}: has no `python` on its PATH, so the smoke suite cannot run in it (it runs "
+                                "the image's own python with torch); smoke-test an image `envbuild image` built")
+        raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + suite_said("\n".join(logs)))
     return data
 
 

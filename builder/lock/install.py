@@ -546,7 +546,8 @@ def _hash(entry: dict[str, Any], key: str, pattern: re.Pattern[str], where: str)
     if value in (None, ""):
         return None
     if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise InstallError(f"{where}: \"{key}\" is not a hex {key} digest")
+        raise InstallError(f"{where}: \"{key}\" is not a hex {key} digest (the lock was cut short or edited); "
+                           "lock again with `envbuild lock --force`")
     return value
 
 
@@ -632,15 +633,14 @@ def _plan_from_conda_lock(lock: CondaLock, platform: str, path: str) -> InstallP
     for dep in lock.package:
         if dep.platform != platform or dep.name.startswith("__"):
             continue
+        # The checks a plan read back from JSON gets (the installer's, in the image or a child
+        # process): a lock cut short or edited (a hash half there) is named here, with its own path,
+        # never later as a temporary plan.json.
+        entry = {"name": dep.name, "version": dep.version, "url": dep.url, "sha256": dep.hash.sha256 or None}
         if dep.manager == "conda":
-            artifact = CondaArtifact(
-                name=dep.name, version=dep.version, url=dep.url,
-                sha256=dep.hash.sha256 or None, md5=dep.hash.md5 or None,
-            )
-            _check_conda_artifact(artifact, f"{path}: {dep.name}")
-            conda.append(artifact)
+            conda.append(_conda_artifact({**entry, "md5": dep.hash.md5 or None}, f"{path}: {dep.name}"))
         else:
-            pip.append(PipArtifact(name=dep.name, version=dep.version, url=dep.url, sha256=dep.hash.sha256 or ""))
+            pip.append(_pip_artifact(entry, f"{path}: {dep.name}"))
     return InstallPlan(platform=platform, conda=tuple(conda), pip=tuple(pip))
 
 

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.errors import EnvbuildError
+from builder.safe_io import read_bounded
 from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, read_yaml
 
 
@@ -99,4 +100,4 @@ def read_lock(path: Path) -> CondaLock:
 
 def lockfile_sha256(path: Path) -> str:
     """The identity of a lockfile: images are labelled and tagged with it, lock info records it."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(read_bounded(path, MAX_LOCK_BYTES, "lockfile", EnvbuildError)).hexdigest()

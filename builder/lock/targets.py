@@ -21,7 +21,6 @@ import shlex
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from builder import __version__
+from builder import __version__, envvars
 from builder.errors import EnvbuildError
 from builder.lock.failure import explain_failure, pip_hint
 from builder.lock.inputs import (
@@ -47,12 +46,14 @@ from builder.proc import (
     owned_name,
     remove_stale_folders,
 )
+from builder.safe_io import acquire_lock, read_bounded, release_lock, sync_file, write_destination
 from builder.spec.cuda import cuda_json
 from builder.spec.model import default_lock_folder
 from builder.spec.target import Target
 
 INFO_FILE = "envbuild-lock.json"
 GUARD_FILE = ".envbuild-lock.lock"
+MAX_INFO_BYTES = 1024 * 1024  # an info file is a few kB
 SCRATCH_PREFIX = "envbuild-lock"
 STAGED_PREFIX = ".envbuild-staged"
 SOLVERS = ("micromamba", "mamba", "conda")
@@ -111,9 +112,11 @@ def default_lock_dir(target: Target, root: Path | None = None) -> Path:
 
 
 def read_info(folder: Path) -> LockInfo | None:
+    """The lock's info, or None when it is missing or not one (a lock folder is the user's to edit)."""
     try:
-        return LockInfo.model_validate_json((folder / INFO_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return LockInfo.model_validate_json(read_bounded(folder / INFO_FILE, MAX_INFO_BYTES, "lock info",
+                                                         EnvbuildError))
+    except (EnvbuildError, ValueError):
         return None
 
 
@@ -215,43 +218,16 @@ def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
 
 
 def _acquire_guard(path: Path, timeout: float) -> int:
-    """An exclusive flock on `path`, on the file that is at `path` now: its last holder unlinks it,
-    so one who waited on the unlinked file tries again on the new one."""
-    import fcntl
+    def waiting() -> None:
+        print(f"waiting for another envbuild lock on {path.parent} ...", file=sys.stderr)
 
-    deadline = time.monotonic() + timeout
-    waiting = False
-    while True:
-        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(handle)
-            if not waiting:
-                print(f"waiting for another envbuild lock on {path.parent} ...", file=sys.stderr)
-                waiting = True
-            if time.monotonic() > deadline:
-                raise EnvbuildError(f"{path.parent}: another envbuild lock held it for {timeout:.0f} s; "
-                                    "try again") from None
-            time.sleep(0.1)
-            continue
-        except BaseException:
-            os.close(handle)
-            raise
-        try:
-            if os.stat(path).st_ino == os.fstat(handle).st_ino:
-                return handle
-        except FileNotFoundError:
-            pass
-        os.close(handle)
+    return acquire_lock(path, timeout, waiting,
+                        lambda: EnvbuildError(f"{path.parent}: another envbuild lock held it for {timeout:.0f} s; "
+                                              "try again"))
 
 
 def _release_guard(path: Path, handle: int) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        pass  # a read-only folder after all: the file stays, the lock still ends with the close
-    os.close(handle)
+    release_lock(path, handle)
 
 
 def _missing_ancestors(folder: Path) -> list[Path]:
@@ -372,9 +348,13 @@ def _commit(job: Job) -> LockResult:
     remove_stale_folders(job.folder, STAGED_PREFIX)
     staged_lock = job.folder / f"{owned_name(STAGED_PREFIX)}{LOCK_FILE}"
     staged_info = job.folder / f"{owned_name(STAGED_PREFIX)}{INFO_FILE}"
+    for name in (LOCK_FILE, INFO_FILE):  # a device or FIFO put there is refused, never renamed over
+        write_destination(job.folder / name, "the lock")
     try:
         shutil.copyfile(produced, staged_lock)
         staged_info.write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        sync_file(staged_lock)
+        sync_file(staged_info)
         # Two renames, each atomic: a kill between them leaves the new lockfile beside the old info,
         # whose lockfile_sha256 no longer matches, so the lock reads as stale (never half-written).
         os.replace(staged_lock, job.folder / LOCK_FILE)
@@ -396,15 +376,12 @@ def _timed_out(job: Job, elapsed: float, timeout: float) -> LockResult:
                       message=f"locking took longer than {timeout:.0f} s and was stopped")
 
 
-CHANNEL_TIMEOUT_ENV = "ENVBUILD_CHANNEL_TIMEOUT"
+CHANNEL_TIMEOUT_ENV = envvars.CHANNEL_TIMEOUT
 CHANNEL_TIMEOUT_S = 30.0
 
 
 def channel_timeout() -> float:
-    try:
-        return max(0.1, float(os.environ.get(CHANNEL_TIMEOUT_ENV, CHANNEL_TIMEOUT_S)))
-    except ValueError:
-        return CHANNEL_TIMEOUT_S
+    return envvars.seconds(CHANNEL_TIMEOUT_ENV, CHANNEL_TIMEOUT_S)
 
 
 def probe_sources(target: Target, timeout: float | None = None) -> str | None:

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import UsageError
+from builder.safe_io import read_bounded
 from builder.spec.gpus import capability_of, capability_of_model, parse_capability
 from builder.spec.model import EnvSpec
 
 HOST_FILE_VERSION = 1
+MAX_HOST_FILE_BYTES = 4 * 1024 * 1024  # doctor --save writes a few kB, even for a host with many GPUs
 
 
 def fleet_folder(spec: EnvSpec) -> Path:
@@ -25,9 +27,7 @@ def fleet_folder(spec: EnvSpec) -> Path:
 def read_host_file(path: Path) -> dict[str, Any]:
     """What `envbuild doctor --save` wrote on a machine, or one UsageError line saying why it is not that."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the host file ({exc.strerror})") from None
+        data = json.loads(read_bounded(path, MAX_HOST_FILE_BYTES, "host file"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise UsageError(f"{path}: not a host file (not JSON); write one with "
                          f"`envbuild doctor --save {path}`") from None

@@ -246,7 +246,8 @@ def default_lock_folder(spec_file: Path | None, env_name: str) -> Path:
 
 def _describe_error(source: str, error: ErrorDetails, field: str | None = None) -> str:
     parts = (field, *error["loc"]) if field else error["loc"]
-    location = ".".join(str(part) for part in parts) or "(top level)"
+    # A key is the user's text: one with a newline or a control character is shown quoted, on one line.
+    location = ".".join(str(part) if str(part).isprintable() else repr(part) for part in parts) or "(top level)"
     message = error["msg"]
     if error["type"] == "string_pattern_mismatch":
         message = "contains characters or a form that is not allowed"
@@ -259,6 +260,9 @@ def _describe_error(source: str, error: ErrorDetails, field: str | None = None) 
     return f"{source}: {location}:{value} {message}"
 
 
+SHOWN_ERRORS = 3  # the first problems of a spec, in one line; fixing them shows the rest
+
+
 def parse_spec(data: Any, source: str = "<spec>") -> EnvSpec:
     """Validate already-loaded YAML data; errors name the file, the field, the value and the rule."""
     if not isinstance(data, dict):
@@ -267,7 +271,8 @@ def parse_spec(data: Any, source: str = "<spec>") -> EnvSpec:
         return EnvSpec.model_validate(data)
     except ValidationError as exc:
         lines = [_describe_error(source, error) for error in exc.errors()]
-        raise UsageError("; ".join(lines)) from None
+        more = f"; and {len(lines) - SHOWN_ERRORS} more problem(s)" if len(lines) > SHOWN_ERRORS else ""
+        raise UsageError("; ".join(lines[:SHOWN_ERRORS]) + more) from None
 
 
 @cache

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from builder.errors import UsageError
 from builder.spec.compat import (
@@ -47,12 +48,23 @@ class Sources:
             if not sep or not name or not url:
                 raise UsageError(f"--mirror {item!r}: write NAME=URL, e.g. conda-forge=https://mirror.example/conda-forge")
             pairs.append((name, url))
+        if pip_index is not None and not _is_url(pip_index):
+            raise UsageError(f"--pip-index {pip_index!r}: give the wheel index's URL (https://, http:// or file://), "
+                             "e.g. https://download.pytorch.org/whl/{tag}")
         return cls(channels=tuple(channels), mirrors=tuple(pairs), pip_index=pip_index)
 
     def apply(self, channels: tuple[str, ...]) -> tuple[str, ...]:
         chosen = self.channels or channels
         mirrors = dict(self.mirrors)
         return tuple(mirrors.get(channel, channel) for channel in chosen)
+
+
+def _is_url(text: str) -> bool:
+    """An index URL as pip and uv take it: a scheme they speak, a host (or a file path), nothing that
+    breaks a line; `{tag}` may stand for the CUDA tag."""
+    parts = urlsplit(text)
+    located = bool(parts.netloc) if parts.scheme in ("http", "https") else parts.scheme == "file" and bool(parts.path)
+    return located and not any(character.isspace() or ord(character) < 32 for character in text)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from builder.generated_files import write_new_file
 from builder.image.smoke_run import suite_args
 from builder.spec.cuda import cuda_or_cpu
 from builder.spec.model import EnvSpec
+from builder.spec.reference import check_dns_label
 from builder.spec.target import Target
 from builder.templates import comment_text
 
@@ -168,6 +169,7 @@ def _label_value(text: str) -> str:
 
 def manifests_text(spec: EnvSpec, spec_file: str, targets: list[Target], options: K8sOptions,
                    settings: dict[str, Any]) -> tuple[str, tuple[SmokeJob, ...], tuple[str, ...]]:
+    check_dns_label("--namespace", options.namespace)
     cuda_targets = [t for t in targets if t.cuda]
     if not cuda_targets:
         raise UsageError(f"{spec.name}: no CUDA target, so nothing to smoke-test on GPUs")

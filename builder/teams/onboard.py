@@ -14,7 +14,6 @@ folder it must not touch.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -27,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder import __version__, proc
+from builder import __version__, envvars, proc
 from builder.errors import EnvbuildError, UsageError
 from builder.host.doctor import (
     MINOR_COMPAT,
@@ -45,12 +44,14 @@ from builder.image.smoke_run import SmokeRun, run_local
 from builder.lock.install import export_platform_plan
 from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
+from builder.safe_io import WriteError, read_bounded, write_file
 from builder.spec.cuda import CudaVersion, cuda_json, cuda_or_cpu
 from builder.spec.target import Target
 
-ENVS_DIR_ENV = "ENVBUILD_ENVS_DIR"
+ENVS_DIR_ENV = envvars.ENVS_DIR
 DEFAULT_ENVS_DIR = Path("~/.envbuild/envs")
 MARKER = Path("conda-meta") / "envbuild-env"
+MAX_MARKER_BYTES = 64 * 1024  # a few hundred bytes of JSON
 OWN_INSTALLER = "envbuild"
 # Where `jupyter kernelspec list` looks for user kernels when jupyter_core is not at hand (Linux).
 DEFAULT_JUPYTER_DATA_DIR = Path("~/.local/share/jupyter")
@@ -124,7 +125,7 @@ def host_platform() -> str:
 # --- where the environment goes -----------------------------------------------------------------
 
 def envs_dir() -> Path:
-    return Path(os.environ.get(ENVS_DIR_ENV) or DEFAULT_ENVS_DIR).expanduser()
+    return envvars.folder(ENVS_DIR_ENV) or DEFAULT_ENVS_DIR.expanduser()
 
 
 def choose_prefix(target: Target, prefix: Path | None, name: str | None) -> Path:
@@ -165,9 +166,9 @@ class EnvMarker:
     @classmethod
     def read(cls, prefix: Path) -> EnvMarker | None:
         try:
-            data = json.loads((prefix / MARKER).read_text(encoding="utf-8"))
+            data = json.loads(read_bounded(prefix / MARKER, MAX_MARKER_BYTES, "environment marker", EnvbuildError))
             return cls(**{k: data[k] for k in ("env", "target", "torch", "cuda", "lock_sha256", "installer")})
-        except (OSError, ValueError, KeyError, TypeError):
+        except (EnvbuildError, ValueError, KeyError, TypeError):
             return None
 
     def write(self, prefix: Path) -> None:
@@ -229,14 +230,19 @@ def _install(lock_path: Path, platform: str, prefix: Path, tool: Path | None, ma
     recover_interrupted(prefix)
     if tool is None:
         # rattler writes the final prefix into the files while it fills a sibling folder, so the
-        # new env can be renamed into place whole.
-        staging = Path(tempfile.mkdtemp(prefix=proc.owned_name(_aside_prefix(prefix, "new")), dir=prefix.parent))
+        # new env can be renamed into place whole. The staging env and the installer's downloads
+        # share one folder named after this process: what a kill -9 leaves, the next onboard
+        # removes whole (recover_interrupted).
+        owned = Path(tempfile.mkdtemp(prefix=proc.owned_name(_aside_prefix(prefix, "new")), dir=prefix.parent))
         try:
-            _run_own_installer(lock_path, platform, prefix, staging, timeout)
+            staging, work = owned / "env", owned / "work"
+            staging.mkdir()
+            work.mkdir()
+            _run_own_installer(lock_path, platform, prefix, staging, work, timeout)
             marker.write(staging)
             _swap_in(staging, prefix)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(owned, ignore_errors=True)
         return
     # micromamba and conda install at the final path: the old env waits beside it until the new one works.
     backup = _move_aside(prefix)
@@ -301,16 +307,17 @@ def _swap_in(staging: Path, prefix: Path) -> None:
         _retire(backup, prefix)
 
 
-def _run_own_installer(lock_path: Path, platform: str, prefix: Path, staging: Path, timeout: float) -> None:
+def _run_own_installer(lock_path: Path, platform: str, prefix: Path, staging: Path, work: Path,
+                       timeout: float) -> None:
     """builder.lock.install in a child process: py-rattler can crash at interpreter exit, and that must
-    not take this process's report with it (the child leaves through os._exit)."""
+    not take this process's report with it (the child leaves through os._exit). `work` holds its plan
+    and downloads."""
     plan = export_platform_plan(lock_path, platform)
-    with tempfile.TemporaryDirectory(prefix="envbuild-onboard-", dir=prefix.parent) as work:
-        plan_file = Path(work) / "plan.json"
-        plan_file.write_text(json.dumps(plan), encoding="utf-8")
-        command = [sys.executable, "-m", "builder.lock.install", "--plan", str(plan_file), "--prefix", str(prefix),
-                   "--staging", str(staging), "--cache-dir", work, "--timeout", str(timeout)]
-        _run(command, timeout + 60, "envbuild's installer")
+    plan_file = work / "plan.json"
+    plan_file.write_text(json.dumps(plan), encoding="utf-8")
+    command = [sys.executable, "-m", "builder.lock.install", "--plan", str(plan_file), "--prefix", str(prefix),
+               "--staging", str(staging), "--cache-dir", str(work / "cache"), "--timeout", str(timeout)]
+    _run(command, timeout + 60, "envbuild's installer")
 
 
 def tool_command(tool: Path, lock_path: Path, prefix: Path) -> list[str]:
@@ -392,19 +399,14 @@ def register_kernel(prefix: Path, target: Target, name: str, folder: Path | None
                                   "cuda": cuda_json(target.cuda), "prefix": str(prefix)}},
     }
     path = kernel_folder / "kernel.json"
-    staged = kernel_folder / f".kernel.json.{os.getpid()}.tmp"
     try:
-        kernel_folder.mkdir(parents=True, exist_ok=True)
-        staged.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
-        os.replace(staged, path)
-    except OSError as exc:
+        write_file(path, json.dumps(spec, indent=1) + "\n", overwrite=True, what="the Jupyter kernel",
+                   fix="give a writable --kernel-dir")
+    except EnvbuildError as exc:
         # The environment is installed and works: a kernels folder we cannot write is a hint, not a failure.
-        return KernelResult(kernel_name, title, None,
-                            f"could not write the Jupyter kernel into {kernel_folder}: {exc.strerror or exc}; "
-                            "give a writable --kernel-dir")
-    finally:
-        with contextlib.suppress(OSError):
-            staged.unlink(missing_ok=True)
+        reason = exc.reason if isinstance(exc, WriteError) else exc.message
+        return KernelResult(kernel_name, title, None, f"could not write the Jupyter kernel into {kernel_folder}: "
+                                                      f"{reason}; give a writable --kernel-dir")
     return KernelResult(kernel_name, title, path)
 
 
@@ -462,6 +464,12 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
     started = time.monotonic()
     target = choice.target
     digest = lockfile_sha256(lock_path)
+    if prefix.parent.is_dir():  # what a killed onboard left goes first, also when nothing is installed now
+        try:
+            recover_interrupted(prefix)
+        except OSError as exc:
+            raise EnvbuildError(f"cannot clean up beside {prefix}: {exc.strerror or exc} ({exc.filename or prefix}); "
+                                "remove the .envbuild-* folders there yourself") from None
     state = prefix_status(prefix, target, digest)
     if state == "unchanged" and options.force:
         state = "replace"

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from builder.errors import EnvbuildError
 from builder.reports import human_size
+from builder.safe_io import input_problem, read_bounded
 
 Kind = Literal["lock", "image", "matrix", "unreadable"]
+MAX_REPORT_BYTES = 64 * 1024 * 1024
 STATUS_MARKS = {"fresh": "✅", "locked": "✅", "unchanged": "✅", "ok": "✅", "passed": "✅",
                 "stale": "❌", "missing": "❌", "failed": "❌", "skipped": "⏭️"}
 
@@ -46,10 +49,13 @@ def report_kind(rows: Any) -> Kind:
 
 
 def read_report(path: Path) -> Report:
+    problem = input_problem(path)
+    if problem:
+        return Report(path, "unreadable", [], problem)
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        return Report(path, "unreadable", [], f"cannot be read ({exc.strerror})")
+        rows = json.loads(read_bounded(path, MAX_REPORT_BYTES, "report", EnvbuildError))
+    except EnvbuildError as exc:
+        return Report(path, "unreadable", [], f"cannot be read: {exc.message.removeprefix(f'{path}: ')}")
     except ValueError:
         return Report(path, "unreadable", [], "is empty or not JSON (the command stopped before writing it)")
     kind = report_kind(rows)

@@ -8,6 +8,8 @@ promises every case shares: no traceback, nothing left behind, nothing of the us
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -207,7 +209,7 @@ CASES += [
 
 CASES += [
     # input files that are not files
-    Case("spec-dev-zero", ("targets", "/dev/zero"), exit=2, error=("larger than",), timeout=30),
+    Case("spec-dev-zero", ("targets", "/dev/zero"), exit=2, error=("character device", "regular file"), timeout=30),
     Case("spec-missing", ("targets", "absent.yaml"), exit=2, error=("does not exist",)),
     Case("spec-is-a-folder", ("lint", "{root}"), exit=2, error=("is a directory",)),
     Case("init-from-not-utf8", ("init", "--from", "environment.yml", "--out", "team.yaml"), exit=2,
@@ -215,7 +217,7 @@ CASES += [
     Case("init-from-alias-bomb", ("init", "--from", "environment.yml", "--out", "team.yaml"), exit=2,
          error=("alias",), setup=with_file("environment.yml", ALIAS_BOMB)),
     Case("init-from-dev-zero", ("init", "--from", "/dev/zero", "--out", "team.yaml"), exit=2,
-         error=("larger than",), timeout=30),
+         error=("character device", "regular file"), timeout=30),
     Case("init-from-nested", ("init", "--from", "environment.yml", "--out", "team.yaml"), exit=2,
          error=("nested",), setup=with_file("environment.yml", NESTED)),
 
@@ -377,6 +379,194 @@ CASES += [
          error=("missing", "envbuild lock"), setup=with_spec()),
     Case("onboard-prefix-read-only", ("onboard", "team.yaml", "--prefix", "ro/env", "--cuda", "cpu", "--locks", "locks"),
          error=("ro/env", "--prefix"), setup=with_read_only("ro")),
+]
+
+
+# --- the second catalogue: faults tried by someone other than the code's authors ---------------------
+# Nodes that are not files (devices, FIFOs, sockets, link loops) given where envbuild reads or writes,
+# standard streams that are full or closed, inputs that outside tools parse, settings with junk in them.
+
+def with_node(kind: str, name: str, *args: str, spec_too: bool = True):
+    """A private device node, FIFO, socket or link in the case folder (and the usual spec)."""
+    def setup(ws: Workspace) -> None:
+        if spec_too:
+            ws.spec()
+        {"device": ws.device, "fifo": ws.fifo, "socket": ws.unix_socket, "link": ws.link}[kind](name, *args)
+    return setup
+
+
+def with_nodes(*nodes: tuple[str, ...], spec_too: bool = True):
+    def setup(ws: Workspace) -> None:
+        if spec_too:
+            ws.spec()
+        for kind, name, *args in nodes:
+            with_node(kind, name, *args, spec_too=False)(ws)
+    return setup
+
+
+def with_zero_device(ws: Workspace) -> None:
+    ws.device("zero", 1, 5)  # what /dev/zero is: reads never end
+
+
+def with_cuda_spec(ws: Workspace) -> None:
+    ws.spec(targets="[{cuda: '12.9'}]")
+
+
+DUPLICATE_KEY = "name: team\npython: '3.11'\ntorch: '2.13.0'\npython: '3.12'\ntargets: [{cuda: cpu}]\n"
+NOT_REGULAR = ("not a regular file",)
+CASES += [
+    # writes: a device, FIFO or socket (or a link to one) is never replaced, --force or not
+    Case("doctor-save-device", ("doctor", "--save", "full"), exit=2, error=("full", "character device", *NOT_REGULAR),
+         setup=with_node("device", "full", spec_too=False), env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("doctor-save-link-to-device", ("doctor", "--save", "host.json"), exit=2, error=("character device",),
+         setup=with_nodes(("device", "full"), ("link", "host.json", "full"), spec_too=False),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("doctor-save-socket", ("doctor", "--save", "sock"), exit=2, error=("socket",),
+         setup=with_node("socket", "sock", spec_too=False), env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("init-out-device-force", ("init", "--out", "full", "--force"), exit=2, error=("character device",),
+         setup=with_node("device", "full", spec_too=False)),
+    Case("init-out-fifo", ("init", "--out", "pipe"), exit=2, error=("FIFO",), setup=with_node("fifo", "pipe", spec_too=False),
+         timeout=30),
+    Case("init-out-link-loop", ("init", "--out", "loop.yaml"), exit=2, error=("symbolic link loop",),
+         setup=with_node("link", "loop.yaml", "loop.yaml", spec_too=False)),
+    Case("ci-out-device-force", ("ci", "github", "team.yaml", "--out", "full", "--force"), exit=2,
+         error=("character device",), setup=with_node("device", "full")),
+    Case("ci-out-fifo-force", ("ci", "gitlab", "team.yaml", "--out", "pipe", "--force"), exit=2, error=("FIFO",),
+         setup=with_node("fifo", "pipe"), timeout=30),
+    Case("smoke-junit-fifo", ("smoke", "--local", "--only", "env.torch_version", "--junit", "pipe"), exit=2,
+         error=("FIFO",), setup=with_node("fifo", "pipe", spec_too=False), timeout=30),
+    Case("matrix-junit-device", ("matrix", "team.yaml", "--junit", "full"), exit=2, error=("character device",),
+         setup=with_node("device", "full")),
+
+    # standard output that cannot take the output: exit 1 and one line, never a silent exit 0
+    Case("targets-json-into-full-device", ("targets", "team.yaml", "--json"), exit=1,
+         error=("standard output", "no space left"), setup=with_node("device", "full"), stdout_to="full"),
+    Case("summary-json-into-full-device", ("summary", "report.json", "--json"), exit=1,
+         error=("standard output", "no space left"), setup=with_nodes(("device", "full"), spec_too=False),
+         stdout_to="full"),
+    Case("targets-stdout-closed", ("targets", "team.yaml"), exit=1, error=("standard output is closed",),
+         setup=with_spec(), stdout_to="closed"),
+    Case("lint-stdout-closed", ("lint", "team.yaml"), exit=1, error=("standard output is closed",),
+         setup=with_spec(), stdout_to="closed"),
+    Case("explain-json-stdout-closed", ("explain", "log.txt", "--no-host", "--json"), exit=1,
+         error=("standard output is closed",), setup=with_file("log.txt", "RuntimeError: CUDA out of memory.\n"),
+         stdout_to="closed"),
+
+    # reads: only a regular file (or - for stdin), never more than a cap, never a hang
+    Case("spec-fifo-targets", ("targets", "team.yaml"), exit=2, error=("FIFO", "regular file"),
+         setup=with_node("fifo", "team.yaml", spec_too=False), timeout=30),
+    Case("spec-fifo-lint", ("lint", "team.yaml"), exit=2, error=("FIFO",),
+         setup=with_node("fifo", "team.yaml", spec_too=False), timeout=30),
+    Case("init-from-fifo", ("init", "--from", "environment.yml", "--out", "team.yaml"), exit=2, error=("FIFO",),
+         setup=with_node("fifo", "environment.yml", spec_too=False), timeout=30),
+    Case("spec-symlink-loop", ("targets", "team.yaml"), exit=2, error=("symbolic link loop",),
+         setup=with_node("link", "team.yaml", "team.yaml", spec_too=False)),
+    Case("spec-dangling-link", ("render", "team.yaml"), exit=2, error=("gone.yaml", "does not exist"),
+         setup=with_node("link", "team.yaml", "gone.yaml", spec_too=False)),
+    Case("explain-device", ("explain", "zero", "--no-host"), exit=2, error=("character device",),
+         setup=with_zero_device, timeout=30),
+    Case("explain-fifo", ("explain", "pipe", "--no-host"), exit=2, error=("FIFO",),
+         setup=with_node("fifo", "pipe", spec_too=False), timeout=30),
+    Case("explain-stdin-closed", ("explain", "-", "--no-host"), exit=2, error=("standard input is closed",),
+         stdin_from="closed"),
+    Case("explain-stdin-endless", ("explain", "-", "--no-host"), exit=2, error=("standard input", "32 MiB"),
+         setup=with_zero_device, stdin_from="zero", timeout=60),
+    Case("image-ca-cert-device", ("image", "team.yaml", "--cuda", "cpu", "--ca-cert", "zero"), exit=2,
+         error=("character device",), setup=lambda ws: (ws.spec(), with_zero_device(ws))),
+    Case("image-ca-cert-fifo", ("image", "team.yaml", "--cuda", "cpu", "--ca-cert", "corp.crt"), exit=2,
+         error=("FIFO",), setup=with_node("fifo", "corp.crt"), timeout=30),
+    Case("render-ca-in-spec-fifo", ("render", "team.yaml"), exit=2, error=("corp.crt", "FIFO"),
+         setup=lambda ws: (ws.fifo("corp.crt"), ws.spec(extra="ca_certificates: [corp.crt]\n")), timeout=30),
+    Case("doctor-fleet-fifo", ("doctor", "team.yaml", "--fleet", "host.json"), exit=2, error=("FIFO",),
+         setup=with_node("fifo", "host.json"), timeout=30),
+    Case("summary-fifo", ("summary", "report.json"), exit=0, error=None, stdout=("FIFO",),
+         setup=with_node("fifo", "report.json", spec_too=False), timeout=30),
+
+    # inputs checked before any work
+    Case("spec-duplicate-key", ("lock", "team.yaml"), exit=2, error=("python", "twice", "line 4"),
+         setup=with_file("team.yaml", DUPLICATE_KEY)),
+    Case("image-push-with-scheme", ("image", "team.yaml", "--cuda", "cpu", "--push", "http://127.0.0.1:5000/team"),
+         exit=2, error=("--push", "URL", "scheme"), setup=with_spec(),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("image-push-upper-case", ("image", "team.yaml", "--cuda", "cpu", "--push", "registry.example.org/Team"),
+         exit=2, error=("--push", "lower case"), setup=with_spec(),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("onboard-pull-with-scheme", ("onboard", "team.yaml", "--image", "--pull", "https://ghcr.io/team"), exit=2,
+         error=("--pull", "URL"), setup=with_spec()),
+    Case("ci-k8s-bad-namespace", ("ci", "k8s", "team.yaml", "--registry", "registry.example.org/team",
+                                  "--namespace", "Bad_NS;x"), exit=2, error=("--namespace", "lower-case"),
+         setup=with_cuda_spec),
+    Case("image-revision-newline", ("image", "team.yaml", "--cuda", "cpu", "--revision", "abc\nLABEL pwned=1"),
+         exit=2, error=("--revision", "control characters"), setup=with_spec(),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("image-source-tab", ("image", "team.yaml", "--cuda", "cpu", "--source", "https://git.example/x\ty"),
+         exit=2, error=("--source", "control characters"), setup=with_spec(),
+         env=(("DOCKER_HOST", "unix://{root}/no-engine.sock"),)),
+    Case("lock-pip-index-not-a-url", ("lock", "team.yaml", "--pip-index", "not a url"), exit=2,
+         error=("--pip-index", "URL"), setup=with_spec()),
+    Case("lock-check-with-update", ("lock", "team.yaml", "--check", "--update", "numpy"), exit=2,
+         error=("--check", "--update"), setup=with_spec()),
+    Case("lock-check-with-force", ("lock", "team.yaml", "--check", "--force"), exit=2,
+         error=("--check", "--force"), setup=with_spec()),
+    Case("image-all-and-cuda", ("image", "team.yaml", "--all", "--cuda", "cpu"), exit=2, error=("--all", "--cuda"),
+         setup=with_spec()),
+    Case("env-channel-timeout-junk", ("lock", "team.yaml"), exit=2, error=("ENVBUILD_CHANNEL_TIMEOUT", "seconds"),
+         setup=with_spec(), env=(("ENVBUILD_CHANNEL_TIMEOUT", "30s"),)),
+    Case("env-solve-timeout-nan", ("targets", "team.yaml"), exit=2, error=("ENVBUILD_SOLVE_TIMEOUT",),
+         setup=with_spec(), env=(("ENVBUILD_SOLVE_TIMEOUT", "nan"),)),
+    Case("env-nvidia-smi-timeout-negative", ("doctor",), exit=2, error=("ENVBUILD_NVIDIA_SMI_TIMEOUT",),
+         env=(("ENVBUILD_NVIDIA_SMI_TIMEOUT", "-1"),)),
+    Case("env-envs-dir-unknown-user", ("onboard", "team.yaml", "--name", "x", "--cuda", "cpu"), exit=2,
+         error=("ENVBUILD_ENVS_DIR",), setup=with_spec(), env=(("ENVBUILD_ENVS_DIR", "~no-such-user-here/envs"),)),
+]
+
+
+# --- needing the engine (run by `make test`, where the offline world is up) ----------------------------
+
+def tags_on_one_image(ws: Workspace, outcome) -> list[str]:
+    """After two `image` runs of one env at once: both exit 0 and each tag of the target names one image."""
+    import docker
+
+    other = ws.values.pop("other_pid", None)
+    problems = []
+    if other is not None:
+        process = ws.background.pop()
+        _, err = process.communicate(timeout=900)
+        if process.returncode != 0:
+            problems.append(f"the concurrent run exited {process.returncode}: {err.decode(errors='replace')[-500:]}")
+    client = docker.from_env(timeout=60)
+    try:
+        ids = {tag: client.api.inspect_image(tag)["Id"] for image in client.api.images()
+               for tag in image.get("RepoTags") or [] if tag.startswith(ws.values["env"] + ":")}
+        if len(set(ids.values())) != 1:
+            problems.append(f"the env's tags name {len(set(ids.values()))} images: {ids}")
+        for image_id in set(ids.values()):  # the case's own tags: judged as nothing left behind
+            client.api.remove_image(image_id, force=True)
+    finally:
+        client.close()
+    return problems
+
+
+def with_concurrent_image(ws: Workspace) -> None:
+    """A locked spec, and a second `envbuild image` of the same env started a moment before the case's."""
+    with_world_lock()(ws)
+    process = subprocess.Popen([sys.executable, "-m", "builder", *IMAGE_ARGS], cwd=ws.root, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env={**os.environ, "CI": "true", "TMPDIR": str(ws.tmp),
+                                                            "HOME": str(ws.home)})
+    ws.background.append(process)
+    ws.values["other_pid"] = str(process.pid)
+
+
+IMAGE_ARGS = ("image", "team.yaml", "--cuda", "cpu", "--frozen", "--locks", "locks", "--network", "host")
+CASES += [
+    Case("image-two-runs-of-one-env", IMAGE_ARGS, exit=0, error=None, setup=with_concurrent_image,
+         after=tags_on_one_image, needs="docker", timeout=900),
+    Case("image-no-cache-interrupted", (*IMAGE_ARGS, "--no-cache"), exit=130, error=("interrupted", "Ctrl-C"),
+         setup=with_world_lock(), interrupt=(signal.SIGINT, "builder.lock.install"), needs="docker",
+         timeout=600),
+    Case("image-no-cache-terminated", (*IMAGE_ARGS, "--no-cache"), exit=143, error=("interrupted", "SIGTERM"),
+         setup=with_world_lock(), interrupt=(signal.SIGTERM, "builder.lock.install"), needs="docker",
+         timeout=600),
 ]
 
 

@@ -7,7 +7,8 @@ a folder of its own, with a private TMPDIR and HOME inside it, so the judgement 
 - left behind: a path under the folder that was not there before, anything in the private TMPDIR,
   a process still running with that TMPDIR, a container or tag that was not there before;
 - lost: a path of the user's that is gone or whose bytes or mode changed;
-- traceback: "Traceback" anywhere in the output.
+- traceback: "Traceback" anywhere in the output;
+- too long: an `Error:` line of MAX_ERROR_LINE characters or more.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,7 @@ WORLD_CHANNEL = f"http://127.0.0.1:{WORLD_PORT}/conda/conda-forge"
 RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
 BUILDER_BASE = os.environ.get("ENVBUILD_TEST_BUILDER_IMAGE", "local/debian:bookworm-python")
 NEEDS = ("unit", "world", "docker")
+MAX_ERROR_LINE = 300  # an Error line names the cause and the fix; a longer one buries both
 
 
 class Unsupported(Exception):
@@ -49,6 +52,14 @@ class Case:
     stdout: tuple[str, ...] = ()  # words stdout must carry (results that must still print)
     may_create: tuple[str, ...] = ()  # paths (relative to the case folder) the command may write
     pending: str = ""  # a known gap being fixed elsewhere: reported, expected to fail until then
+    # Where the command's standard streams go: "" a pipe the harness reads (stdin: nothing), "closed" a
+    # closed descriptor, else a path under the case folder (a private device node, a FIFO, a file).
+    stdout_to: str = ""
+    stdin_from: str = ""
+    # (signal, a stderr line that says when): the signal is sent once the command printed that line.
+    interrupt: tuple[int, str] | None = None
+    # Further judgement after the run (the engine's state, a second process): problems, if any.
+    after: Callable[[Workspace, Outcome], list[str]] | None = None
 
     def __post_init__(self) -> None:
         assert self.needs in NEEDS, self.needs
@@ -95,6 +106,7 @@ class Workspace:
                                        "runtime_base": RUNTIME_BASE, "builder_base": BUILDER_BASE}
         self.mounts: list[Path] = []
         self.stops: list[Callable[[], None]] = []
+        self.background: list[subprocess.Popen] = []  # other processes a case starts beside its command
 
     # --- files -------------------------------------------------------------------------------
 
@@ -119,6 +131,34 @@ class Workspace:
     def tool(self, name: str, script: str) -> Path:
         """An executable on the command's PATH (a fake nvidia-smi, say)."""
         return self.write(f".bin/{name}", "#!/bin/sh\n" + script, mode=0o755)
+
+    # --- nodes that are not files ----------------------------------------------------------------
+
+    def device(self, name: str, major: int = 1, minor: int = 7) -> Path:
+        """A private character device node (default 1,7: what /dev/full is) in the case folder; the
+        real ones under /dev are never written to or renamed onto."""
+        if os.geteuid() != 0:
+            raise Unsupported("a device node needs root (mknod)")
+        path = self.root / name
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+        return path
+
+    def fifo(self, name: str) -> Path:
+        path = self.root / name
+        os.mkfifo(path)
+        return path
+
+    def unix_socket(self, name: str) -> Path:
+        path = self.root / name
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        server.close()  # the node stays
+        return path
+
+    def link(self, name: str, target: str) -> Path:
+        path = self.root / name
+        path.symlink_to(target)
+        return path
 
     # --- odd filesystems -----------------------------------------------------------------------
 
@@ -197,6 +237,9 @@ class Workspace:
     def close(self) -> None:
         for stop in self.stops:
             stop()
+        for process in self.background:
+            process.kill()
+            process.communicate()
         for path in reversed(self.mounts):
             subprocess.run(["umount", "-l", str(path)], capture_output=True)
         for path in self.root.rglob("*"):  # undo read-only modes so the folder can go
@@ -282,9 +325,12 @@ def run_case(case: Case, folder: Path) -> Outcome:
                **{key: value.format(**ws.values) for key, value in case.env}}
         env.pop("ENVBUILD_DEBUG", None)
         started = time.monotonic()
-        process = subprocess.Popen([sys.executable, "-m", "builder", *args], cwd=folder, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with _streams(case, folder) as (stdin, stdout_target, closing):
+            process = subprocess.Popen([sys.executable, "-m", "builder", *args], cwd=folder, env=env,
+                                       stdin=stdin, stdout=stdout_target, stderr=subprocess.PIPE,
+                                       preexec_fn=closing)
         ws.values["pid"] = str(process.pid)
+        early = _interrupt(process, case) if case.interrupt else b""
         try:
             stdout, stderr = process.communicate(timeout=case.timeout)
             outcome.returncode = process.returncode
@@ -292,15 +338,69 @@ def run_case(case: Case, folder: Path) -> Outcome:
             process.kill()
             stdout, stderr = process.communicate()
             outcome.problems.append(f"still running after {case.timeout:g} s (a hang)")
-        outcome.stdout = stdout.decode("utf-8", errors="replace")
-        outcome.stderr = stderr.decode("utf-8", errors="replace")
+        outcome.stdout = (stdout or b"").decode("utf-8", errors="replace")
+        outcome.stderr = (early + stderr).decode("utf-8", errors="replace")
         outcome.seconds = time.monotonic() - started
+        if case.after:
+            outcome.problems += case.after(ws, outcome)
         judge(outcome, ws, before, engine_before)
     except Unsupported:
         raise
     finally:
         ws.close()
     return outcome
+
+
+@contextmanager
+def _streams(case: Case, folder: Path):
+    """stdin, stdout and a function the child runs before exec that closes what the case wants closed.
+    A file named by the case is opened without blocking (a FIFO with no reader would block the open)."""
+    opened: list[int] = []
+    to_close: list[int] = []
+
+    def open_path(name: str, flags: int) -> int:
+        handle = os.open(folder / name, flags | os.O_NONBLOCK)
+        os.set_blocking(handle, True)
+        opened.append(handle)
+        return handle
+
+    stdin: int | None = subprocess.DEVNULL
+    if case.stdin_from == "closed":
+        to_close.append(0)
+    elif case.stdin_from:
+        stdin = open_path(case.stdin_from, os.O_RDONLY)
+    stdout: int | None = subprocess.PIPE
+    if case.stdout_to == "closed":
+        stdout = subprocess.DEVNULL
+        to_close.append(1)
+    elif case.stdout_to:
+        stdout = open_path(case.stdout_to, os.O_WRONLY)
+
+    def closing() -> None:
+        for handle in to_close:
+            os.close(handle)
+
+    try:
+        yield stdin, stdout, closing
+    finally:
+        for handle in opened:
+            os.close(handle)
+
+
+def _interrupt(process: subprocess.Popen, case: Case) -> bytes:
+    """Read stderr until the case's line shows, then send its signal; what was read, for the outcome."""
+    assert case.interrupt is not None and process.stderr is not None
+    signum, marker = case.interrupt
+    seen = []
+    deadline = time.monotonic() + case.timeout
+    for line in process.stderr:
+        seen.append(line)
+        if marker.encode() in line or time.monotonic() > deadline:
+            break
+    time.sleep(1)  # into the step, not at its first line
+    if process.poll() is None:
+        process.send_signal(signum)
+    return b"".join(seen)
 
 
 def judge(outcome: Outcome, ws: Workspace, before: dict[str, tuple], engine_before: tuple[set[str], set[str]]) -> None:
@@ -327,6 +427,9 @@ def _judge_output(outcome: Outcome) -> None:
         missing = [word for word in case.error if word.lower() not in errors[0].lower()]
         if missing:
             outcome.problems.append(f"the Error line lacks {missing}: {errors[0]}")
+        if len(errors[0]) >= MAX_ERROR_LINE:
+            outcome.problems.append(f"the Error line has {len(errors[0])} characters (cause and fix fit in "
+                                    f"{MAX_ERROR_LINE}): {errors[0][:400]}")
     outcome.problems += [f"stdout lacks {word!r}" for word in case.stdout if word.lower() not in outcome.stdout.lower()]
     outcome.traceback = "Traceback (most recent call last)" in outcome.stdout + outcome.stderr
 
