@@ -6,7 +6,7 @@
     kill -9 smoke: trials=N containers_left_after_next_run=0
     fuzz: examples=N failures=0 hangs=0
 
-The fuzz part runs tests/test_fuzz.py with ENVBUILD_BENCH_FUZZ examples per target (default 2000:
+The fuzz part runs tests/unit/shared/test_fuzz.py with ENVBUILD_BENCH_FUZZ examples per target (default 2000:
 10,000 in all) and fresh random inputs each time; the unit suite runs the same tests smaller and fixed.
 
 Cases that need the offline world run only inside it (`tests/world/with-world.sh`); without it
@@ -179,7 +179,7 @@ def fuzz(per_test: int) -> None:
     import re
 
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
-                           "--hypothesis-show-statistics", "tests/test_fuzz.py"],
+                           "--hypothesis-show-statistics", "tests/unit/shared/test_fuzz.py"],
                           env={**os.environ, "FUZZ_EXAMPLES": str(per_test)}, capture_output=True, text=True,
                           timeout=7200)
     examples = sum(int(n) for n in re.findall(r"- (\d+) passing", done.stdout))

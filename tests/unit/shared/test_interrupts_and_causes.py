@@ -22,13 +22,13 @@ from builder.errors import EnvbuildError
 from builder.image.build import BuildContext, BuildLog, BuildOptions, build_image, move_tags, tag_lock
 from builder.spec.model import load_spec
 from builder.spec.target import resolve_targets
-from tests.conftest import ROOT
+from tests.paths import REPO
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(120)]
 
 
 def cpu_target():
-    return next(t for t in resolve_targets(load_spec(ROOT / "envs" / "pytorch.yaml")) if t.key == "cpu")
+    return next(t for t in resolve_targets(load_spec(REPO / "envs" / "pytorch.yaml")) if t.key == "cpu")
 
 
 class FakeApi:
@@ -149,7 +149,7 @@ def test_image_and_matrix_exit_130_and_143(monkeypatch: pytest.MonkeyPatch, caps
     monkeypatch.setattr(matrix_module, "ensure_lock", lambda target, locks: Path("conda-lock.yml"))
     monkeypatch.setattr(matrix_module, "check_targets",
                         lambda targets, **kwargs: [LockResult(t.key, "fresh", Path("x"), 0.0) for t in targets])
-    spec = str(ROOT / "envs" / "pytorch.yaml")
+    spec = str(REPO / "envs" / "pytorch.yaml")
     args = ["image", spec, "--cuda", "cpu"] if command == "image" else ["matrix", spec, "--cuda", "cpu"]
     assert run_cli(args) == code
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from builder.errors import EnvbuildError, UsageError  # noqa: E402
-from tests.conftest import ROOT  # noqa: E402
+from tests.paths import REPO  # noqa: E402
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(300)]
 
@@ -28,8 +28,8 @@ DEEP = int(os.environ.get("FUZZ_EXAMPLES") or 0)
 BOUNDED = settings(max_examples=DEEP or 150, deadline=2000, derandomize=not DEEP, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
-SPEC_SEEDS = [ROOT / "envs" / "pytorch.yaml", ROOT / "tests" / "fixtures" / "specs" / "torch-cuda-pip.yaml"]
-SMI_SEEDS = sorted((ROOT / "tests" / "fixtures" / "nvidia-smi").glob("*.txt"))
+SPEC_SEEDS = [REPO / "envs" / "pytorch.yaml", REPO / "tests" / "fixtures" / "specs" / "torch-cuda-pip.yaml"]
+SMI_SEEDS = sorted((REPO / "tests" / "fixtures" / "nvidia-smi").glob("*.txt"))
 SPEC_KEYS = ["name", "python", "torch", "torchvision", "route", "targets", "cuda", "platforms", "conda", "pip",
              "channels", "images", "runtime", "builder", "image", "digest", "glibc", "ca_certificates", "fleet",
              "host", "gpu", "user", "uid", "labels", "description", "pip_index"]
@@ -162,7 +162,7 @@ def test_the_nvidia_smi_query_parser_never_fails(raw: bytes | str) -> None:
     processes_from_query(parse_query_csv(raw, ("gpu_uuid", "pid", "process_name", "used_memory")))
 
 
-LOG_SEEDS = sorted((ROOT / "tests" / "corpus" / "error-logs").glob("*"))[:40]
+LOG_SEEDS = sorted((REPO / "tests" / "corpus" / "error-logs").glob("*"))[:40]
 
 
 @BOUNDED

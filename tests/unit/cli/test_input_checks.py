@@ -14,7 +14,7 @@ from builder.errors import UsageError
 from builder.spec.model import load_spec, read_yaml_file
 from builder.spec.reference import check_dns_label, check_label_text, check_registry, registry_problem
 from builder.spec.target import Sources
-from tests.conftest import ROOT
+from tests.paths import REPO
 
 pytestmark = pytest.mark.unit
 
@@ -107,7 +107,7 @@ def test_pip_index_urls_pass(index: str) -> None:
 def test_contradictions_and_bad_values_stop_before_any_work(args: list[str], words: str) -> None:
     from builder.cli.commands import cli
 
-    spec = str(ROOT / "envs" / "pytorch.yaml")
+    spec = str(REPO / "envs" / "pytorch.yaml")
     result = CliRunner().invoke(cli, [spec if arg == "SPEC" else arg for arg in args])
     assert result.exit_code == 2, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
@@ -154,7 +154,7 @@ def test_junk_is_one_line_before_the_command(monkeypatch: pytest.MonkeyPatch) ->
     from builder.cli.commands import cli
 
     monkeypatch.setenv(envvars.NVIDIA_SMI_TIMEOUT, "forever")
-    result = CliRunner().invoke(cli, ["targets", str(ROOT / "envs" / "pytorch.yaml")])
+    result = CliRunner().invoke(cli, ["targets", str(REPO / "envs" / "pytorch.yaml")])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "Error: ENVBUILD_NVIDIA_SMI_TIMEOUT='forever': not a number of seconds above 0; unset it for the default, "
