@@ -173,4 +173,7 @@ def test_cli_json_when_nothing_is_recognised(tmp_path: Path):
     log.write_text("epoch 1 loss 0.5\n")
     done = CliRunner().invoke(cli, ["explain", "--no-host", "--json", str(log)])
     assert done.exit_code == 1
-    assert json.loads(done.output) == {"source": str(log), "recognised": False, "findings": []}
+    data = json.loads(done.output)
+    assert {key: data[key] for key in ("source", "recognised", "findings", "facts")} == \
+        {"source": str(log), "recognised": False, "findings": [], "facts": {}}
+    assert data["next"].startswith("paste the full error output")

@@ -382,20 +382,29 @@ def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> 
 
 
 @cli.command("explain")
-@click.argument("log", type=click.File("rb"), metavar="FILE|-")
+@click.argument("log", type=click.File("rb"), metavar="FILE|-", required=False)
 @click.option("--spec", "spec", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Name this spec's targets in the fixes.")
 @click.option("--no-host", is_flag=True, help="Do not read this host's driver and GPUs (explain a log from elsewhere).")
+@click.option("--catalogue", is_flag=True, help="List every message family explain knows, with its source.")
 @JSON
-def explain(log, spec: Path | None, no_host: bool, as_json: bool) -> None:
+def explain(log, spec: Path | None, no_host: bool, catalogue: bool, as_json: bool) -> None:
     """Read an error log (pip, conda, CUDA, PyTorch, NCCL; FILE or - for stdin) and say what happened, why,
     and the fix. Exit 0 when something was recognised, 1 when not."""
-    from builder.host.explain import explain_text
+    from builder.host import explain as explaining
     from builder.host.gpuinfo import read_host_gpus
 
+    if catalogue:
+        if as_json:
+            reports.print_json(explaining.catalogue())
+        else:
+            click.echo("\n".join(explaining.catalogue_lines()))
+        return
+    if log is None:
+        raise click.UsageError("give a log FILE, or - for stdin (or --catalogue)")
     driver, gpus, processes = (None, [], []) if no_host else read_host_gpus()
-    report = explain_text(log.read(), _source_name(log), driver=driver, gpus=gpus, processes=processes,
-                          targets=resolve_targets(load_spec(spec)) if spec else ())
+    report = explaining.explain_stream(log, _source_name(log), driver=driver, gpus=gpus, processes=processes,
+                                       targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:
         reports.print_json(report.as_dict())
     else:
