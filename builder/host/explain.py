@@ -1474,8 +1474,13 @@ def _nvcc_arch(hit: Hit, context: ExplainContext) -> Refined:
     return Refined(message, fix)
 
 
+# Architectures of Jetson and other Tegra boards: never the one to build for a discrete GPU.
+TEGRA_ARCHS = {"53", "62", "72", "87", "101", "110"}
+
+
 def _older_arch(arch: str, toolkit: str | None) -> str:
-    known = [a for a, first in NVCC_FIRST.items() if toolkit is None or version_tuple(first) <= version_tuple(toolkit)]
+    known = [a for a, first in NVCC_FIRST.items() if a not in TEGRA_ARCHS
+             and (toolkit is None or version_tuple(first) <= version_tuple(toolkit))]
     below = [a for a in known if int(a) < int(arch or "0")]
     best = max(below, key=int) if below else "75"
     return f"{best[:-1]}.{best[-1]}"
