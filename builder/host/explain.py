@@ -524,7 +524,7 @@ class FactPattern:
     convert: str | None = None
     value: str | None = None  # the fact's value when the pattern matches (`windows` for a C:\ path)
     near: str | None = None  # only within a few lines of this fact's line
-    lines: int = 1  # lines after the needle's line the regex may span
+    lines: int = 1  # lines the regex may span, from the needle's line on
 
 
 @dataclass(frozen=True)
@@ -650,7 +650,7 @@ def extract_facts(log: LogText, patterns: Iterable[FactPattern] | None = None) -
         near = found_at.get(pattern.near) if pattern.near else None
         if pattern.near and near is None:
             continue
-        for start, end in log.windows(pattern.needle, pattern.ignore_case, before=0, after=pattern.lines,
+        for start, end in log.windows(pattern.needle, pattern.ignore_case, before=0, after=pattern.lines + 1,
                                       limit=MAX_FACT_WINDOWS):
             matched = pattern.regex.search(log.text, start, end)
             if matched is None:
@@ -679,7 +679,7 @@ EXTENDED_FACTS = {"torch"}
 
 
 def _extend(found: dict[str, Fact], pattern: FactPattern, log: LogText, value: str) -> None:
-    for start, end in log.windows(pattern.needle, pattern.ignore_case, before=0, after=pattern.lines, limit=200):
+    for start, end in log.windows(pattern.needle, pattern.ignore_case, before=0, after=pattern.lines + 1, limit=200):
         for matched in pattern.regex.finditer(log.text, start, end):
             longer = matched.group(1).strip()
             if longer.startswith(value + "+"):
