@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -84,16 +83,25 @@ def _fact_fits(name: str, wanted: str, got: str | None) -> bool:
 
 # --- bad input -------------------------------------------------------------------------------------
 
-def _run_cli(args: list[str], stdin: Any = None, timeout: float = 300) -> tuple[float, int, str, float]:
-    """Seconds, exit code, last output line, and peak RSS in MiB of one `envbuild explain` run."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+# The child reports its own peak RSS (VmHWM of its address space): rusage's maxrss would count the
+# bench's memory at fork, since Linux keeps it across exec.
+_CHILD = ("import os, sys\n"
+          "from builder.cli.commands import run_cli\n"
+          "code = run_cli(sys.argv[1:])\n"
+          "peak = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')]\n"
+          "print('peak-kib', *peak, file=sys.stderr)\n"
+          "sys.stdout.flush(); sys.stderr.flush(); os._exit(code)\n")
+
+
+def _run_cli(args: list[str], stdin: Any = None) -> tuple[float, int, str, float]:
+    """Seconds, exit code, first output line, and peak RSS in MiB of one `envbuild explain` run."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "builder", "explain", "--no-host", *args], stdin=stdin,
-                          capture_output=True, timeout=timeout, cwd=REPO, check=False)
+    done = subprocess.run([sys.executable, "-c", _CHILD, "explain", "--no-host", *args], stdin=stdin,
+                          capture_output=True, cwd=REPO, check=False, timeout=600)
     elapsed = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    lines = done.stdout.decode("utf-8", "replace").strip().splitlines() or [done.stderr.decode()[-200:]]
-    return elapsed, done.returncode, lines[0][:140], max(peak, before) / 1024
+    lines = done.stdout.decode("utf-8", "replace").strip().splitlines() or ["(no output)"]
+    peaks = [line.split()[1] for line in done.stderr.decode().splitlines() if line.startswith("peak-kib ")]
+    return elapsed, done.returncode, lines[0][:140], int(peaks[-1]) / 1024 if peaks else float("nan")
 
 
 def bad_input(folder: Path) -> list[str]:

@@ -109,6 +109,8 @@ def read_log(stream: IO[bytes]) -> LogInput:
     head = stream.read(HEAD_BYTES)
     size, skipped, stopped = len(head), 0, False
     tail = bytearray()
+    if _binary_reason(head):
+        return decode_log(head, size=_seekable_size(stream) or len(head))
     if len(head) == HEAD_BYTES:
         total = _seekable_size(stream)
         if total is not None and total > HEAD_BYTES + TAIL_BYTES:
@@ -150,7 +152,7 @@ def decode_log(head: bytes, tail: bytes = b"", *, size: int | None = None, skipp
     writes UTF-16), else UTF-8 with the undecodable bytes replaced (a GBK or Latin-1 log keeps its ASCII
     messages); compressed or binary data is named instead of decoded."""
     size = len(head) + len(tail) if size is None else size
-    binary = _binary_kind(head[:4096])
+    binary = _binary_reason(head)
     if binary:
         return LogInput("", size, binary=binary)
     encoding, bom = _encoding_of(head)
@@ -160,10 +162,9 @@ def decode_log(head: bytes, tail: bytes = b"", *, size: int | None = None, skipp
         width = 4 if "32" in encoding else 2 if "16" in encoding else 1
         cut = len(tail) % width if width > 1 else 0
         text += "\n" + tail[cut:].decode(encoding, errors="replace").split("\n", 1)[-1]
-    sample = text[:4096]
-    if sample and _unprintable_share(sample) > 0.3:
-        return LogInput("", size, encoding=encoding, binary="mostly unprintable bytes")
-    return LogInput(text.replace("\r\n", "\n").replace("\r", "\n"), size, encoding, skipped, stopped)
+    if "\r" in text:  # Windows line ends, and carriage returns of progress bars, end lines too
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return LogInput(text, size, encoding, skipped, stopped)
 
 
 def _encoding_of(head: bytes) -> tuple[str, int]:
@@ -185,10 +186,16 @@ _MAGIC = ((b"\x1f\x8b", "gzip-compressed data (unpack it: `zcat FILE | envbuild 
           (b"BZh", "bzip2 data"), (b"\xfd7zXZ", "xz data"))
 
 
-def _binary_kind(sample: bytes) -> str | None:
+def _binary_reason(head: bytes) -> str | None:
+    """Why the start of an input is no text log (compressed, an executable, noise), or None; judged on a
+    small sample, before megabytes of it are read or decoded."""
     for magic, kind in _MAGIC:
-        if sample.startswith(magic):
+        if head.startswith(magic):
             return kind
+    encoding, bom = _encoding_of(head)
+    sample = head[bom:bom + 4096].decode(encoding, errors="replace")
+    if sample and _unprintable_share(sample) > 0.3:
+        return "mostly unprintable bytes"
     return None
 
 
@@ -975,7 +982,9 @@ def explain_text(text: str | bytes, source: str = "-", *, driver: DriverReading 
     if isinstance(text, bytes):
         log_input = decode_log(text)
         text = log_input.text
-    context = ExplainContext(text=text.replace("\r\n", "\n"), source=source, driver=driver, gpus=tuple(gpus),
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    context = ExplainContext(text=text, source=source, driver=driver, gpus=tuple(gpus),
                              processes=tuple(processes), targets=tuple(targets), compat=compat or load_compat())
     if log_input is not None and log_input.binary:
         return ExplainReport(source, (), LogFacts(), None, log_input)
