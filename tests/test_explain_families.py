@@ -53,6 +53,7 @@ EXAMPLES = {
     "explain.driver.gpu-lost": "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
     "explain.driver.nvml-unknown-error": "Failed to initialize NVML: Unknown Error",
     "explain.driver.no-driver": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+    "explain.driver.os-blocked": "Failed to initialize NVML: GPU access blocked by the operating system",
     "explain.driver.driver-library-mismatch": "Failed to initialize NVML: Driver/library version mismatch",
     "explain.driver.insufficient-permissions": "Failed to initialize NVML: Insufficient Permissions",
     "explain.driver.no-devices": "$ nvidia-smi\nNo devices were found\n",
