@@ -4,7 +4,8 @@ The logs (tests/corpus/realworld-logs, 130 excerpts of public GitHub issues) wer
 expected answer (the family explain must name first, the facts it must read, words its fix must not
 contain) written before envbuild ran on them; a seeded third was set aside as held-out before any rule
 was written (manifest.yaml says how). Rules are tuned on the dev cases only; the held-out number is
-the honest one. A case passes when the expected family is the first finding, every expected fact is
+the honest one. Its first run was 39/43; the manifest names the four misses, whose general causes
+were fixed afterwards (so those four are no longer blind). A case passes when the expected family is the first finding, every expected fact is
 read (a version matches by its leading parts: expected 3.8 fits 3.8.10), and the fix names none of the
 excluded words.
 

@@ -734,10 +734,6 @@ class ExplainContext:
     def hits(self) -> dict[str, Hit]:
         return find_hits(self)
 
-    @property
-    def driver_cuda(self) -> tuple[int, int] | None:
-        return self.machine.driver_cuda
-
     @cached_property
     def machine(self) -> Machine:
         return machine_of(self)
@@ -767,10 +763,6 @@ class Hit:
             if self.fields.get(name):
                 return "{" + name + "}"
         return "?"
-
-    @property
-    def rule(self) -> Family:  # the name the refiners of the first version used
-        return self.family
 
 
 _ALTERNATIVES = re.compile(r"\{(\w+(?:\|\w+)+)\}")
@@ -817,8 +809,8 @@ def find_hits(context: ExplainContext) -> dict[str, Hit]:
     redirected: dict[str, Hit] = {}
     for family in families:
         if family.codes:
-            for matched, template in _code_matches(family, log):
-                code = _resolve_code(tables[family.codes], matched, template)
+            for matched in _code_matches(family, log):
+                code = _resolve_code(tables[family.codes], matched)
                 if code is None:
                     continue
                 target = by_id[code.family] if code.family else family
@@ -856,15 +848,14 @@ def _bare_template(says: str) -> Template:
     return compile_template(says.rstrip(".").replace("{", "{{").replace("}", "}}"), ignore_case=True)
 
 
-def _code_matches(family: Family, log: LogText) -> Iterator[tuple[re.Match[str], Template]]:
+def _code_matches(family: Family, log: LogText) -> Iterator[re.Match[str]]:
     for template in family.templates:
-        for found in itertools.islice(template.matches(log), MAX_CODE_HITS):
-            yield found, template
+        yield from itertools.islice(template.matches(log), MAX_CODE_HITS)
 
 
-def _resolve_code(table: CodeTable, found: re.Match[str], template: Template) -> ErrorCode | None:
+def _resolve_code(table: CodeTable, found: re.Match[str]) -> ErrorCode | None:
     """The code a match names: its printed text first (numbers changed meaning in CUDA 10.1), then its
-    enumerator name, then its number (the old numbering for the old `cuda runtime error (N)` forms)."""
+    enumerator name, then its number (today's numbering, else the one before CUDA 10.1)."""
     groups = {key: value for key, value in found.groupdict().items() if value}
     if "error" in groups:
         code = table.by_text(groups["error"])
@@ -911,8 +902,8 @@ def _with_extras_and_cause(hit: Hit, log: LogText) -> Hit:
             cause = candidate
             break
         for template in candidate.when:
-            matched = template.regex.search(hit.evidence) if template.needle in hit.evidence.lower() else None
-            matched = matched or template.first(log)
+            # The hit's own line first (`undefined symbol: _ZN3c10` says which library), then the log.
+            matched = template.regex.search(hit.evidence) or template.first(log)
             if matched is not None:
                 _merge_groups(fields, matched)
                 cause = candidate
