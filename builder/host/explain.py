@@ -605,7 +605,7 @@ FACT_ORDER = ("driver", "driver_cuda", "toolkit", "torch", "torch_cuda", "python
 FACT_WORDS = {"driver": "driver", "driver_cuda": "driver's CUDA", "toolkit": "CUDA toolkit", "torch": "torch",
               "torch_cuda": "torch's CUDA", "python": "Python", "gpu": "GPU", "sm": "compute capability",
               "archs": "torch arch list", "nccl": "NCCL", "os": "OS", "platform": "platform",
-              "container": "container"}
+              "container": "runs in"}
 
 
 @dataclass(frozen=True)
