@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.lock.targets import lock_targets
+from builder.spec.cuda import TargetId
 from builder.spec.model import load_spec
 from builder.spec.target import Sources, Target, resolve_targets, with_images
 from tests.world.offline import (
@@ -50,7 +51,7 @@ def bench_env(cuda: str = "cpu", source: Path | None = None) -> Iterator[BenchEn
     spec_path = unique_spec_copy(folder, "envbuild-bench", *([source] if source else []))
     try:
         spec = with_images(load_spec(spec_path), RUNTIME_BASE, BUILDER_BASE)
-        target = resolve_targets(spec, (cuda,), Sources(channels=(CHANNEL,), pip_index=PIP_INDEX))[0]
+        target = resolve_targets(spec, (TargetId.parse(cuda),), Sources(channels=(CHANNEL,), pip_index=PIP_INDEX))[0]
         result = lock_targets([target], lock_root=folder / "locks")[0]
         if result.status == "failed":
             sys.exit(f"bench: lock failed: {result.message}")

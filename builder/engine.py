@@ -44,6 +44,17 @@ def engine_address() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
+def engine_failures() -> tuple[type[Exception], ...]:
+    """What a call through the Docker SDK raises when the engine refuses or goes away: the SDK's own
+    errors (APIError, NotFound, ...: DockerException; StreamParseError for a cut JSON stream), requests'
+    transport errors (OSError, like socket errors) and urllib3's, which a streamed answer (build, push)
+    raises unwrapped. A function: importing docker is paid only by commands that talk to the engine."""
+    import docker.errors
+    import urllib3
+
+    return (docker.errors.DockerException, docker.errors.StreamParseError, OSError, urllib3.exceptions.HTTPError)
+
+
 def docker_client(timeout: float = 600):
     """The engine at DOCKER_HOST or the local socket, or one line saying how to start one."""
     import docker
@@ -52,8 +63,8 @@ def docker_client(timeout: float = 600):
         client = docker.from_env(timeout=timeout)
         client.ping()
         return client
-    except Exception as exc:  # the SDK raises DockerException, requests' errors or OSError here
-        raise EngineUnreachable(engine_address(), f"{type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # whatever the transport DOCKER_HOST names raises (ssh:// brings paramiko's)
+        raise EngineUnreachable(engine_address(), f"{type(exc).__name__}: {exc}") from exc
 
 
 def is_connection_loss(exc: BaseException) -> bool:
@@ -126,7 +137,7 @@ def reap_stale_containers(client, run: str) -> list[str]:
     removed = []
     try:
         found = client.api.containers(all=True, filters={"label": f"{RUN_LABEL}={run}"})
-    except Exception:  # an engine that cannot list is reported by the command's own request
+    except engine_failures():  # an engine that cannot list is reported by the command's own request
         return []
     for container in found:
         labels: dict[str, Any] = container.get("Labels") or {}
@@ -134,6 +145,6 @@ def reap_stale_containers(client, run: str) -> list[str]:
             try:
                 client.api.remove_container(container["Id"], force=True)
                 removed.append(container["Id"])
-            except Exception:
+            except engine_failures():
                 continue  # another run is removing it
     return removed

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
+from builder.errors import EnvbuildError
+
 if TYPE_CHECKING:  # rich takes a tenth of a second to import; --json output never needs it
     from rich.console import Console
 
@@ -61,8 +63,6 @@ def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None
     # Whole or not at all: a full disk must not leave a 0-byte report that CI reads as "no tests".
     # Staged beside and renamed over a regular file only: renaming over /dev/stdout or a FIFO
     # would replace the device or pipe itself.
-    from builder.errors import EnvbuildError
-
     special = path.exists() and not path.is_file()
     staged = path if special else path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

@@ -21,7 +21,10 @@ from smoke.report import FAILED, PASSED, CheckResult, SmokeReport
 EXPECT_TORCH_ENV = "ENVBUILD_EXPECT_TORCH"
 EXPECT_CUDA_ENV = "ENVBUILD_EXPECT_CUDA"
 EXPECT_ARCHS_ENV = "ENVBUILD_EXPECT_ARCHS"
+REQUIRE_COMPILE_ENV = "ENVBUILD_REQUIRE_COMPILE"
 IMPORT_CHECK = "env.import_torch"
+IMPORT_CHECK_LISTING = ("torch imports (the CLI's own result; its time is the import time)",
+                        "upstream smoke_test.py: `import torch`, which every other check needs")
 STATUS_LABELS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
 
 
@@ -40,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"expected torch.version.cuda, or 'cpu' (default: ${EXPECT_CUDA_ENV})")
     parser.add_argument("--expect-archs", metavar="sm_XY,...", default=os.environ.get(EXPECT_ARCHS_ENV) or None,
                         help=f"the GPU architectures torch should be built with (default: ${EXPECT_ARCHS_ENV})")
+    parser.add_argument("--require-compile", action="store_true",
+                        default=os.environ.get(REQUIRE_COMPILE_ENV, "").strip().lower() in ("1", "true", "yes"),
+                        help="torch.compile must work: no compiler fails compile.inductor instead of skipping it "
+                             f"(default: ${REQUIRE_COMPILE_ENV}=1)")
     parser.add_argument("--only", metavar="NAME,...", default="",
                         help="run only these checks (full names or groups such as amp,dp)")
     parser.add_argument("--timeout-per-check", type=float, default=120.0, metavar="S",
@@ -73,6 +80,7 @@ def parse_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         expect_archs=archs,
         require_gpus=args.require_gpus,
         timeout_per_check=args.timeout_per_check,
+        require_compile=args.require_compile,
     )
 
 
@@ -99,9 +107,7 @@ def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
     except ValueError as exc:
         parser.error(str(exc))
     if args.list:
-        for item in checks:
-            gpu_note = f" [needs {item.gpus} GPU{'s' if item.gpus > 1 else ''}]" if item.gpus else ""
-            print(f"{item.name:34} {item.description}{gpu_note}")
+        _print_listing(checks)
         return 0, []
 
     from smoke.checks.cuda_probe import probe_cuda
@@ -124,6 +130,7 @@ def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
         "expect_cuda": settings.expect_cuda.describe() if settings.expect_cuda else None,
         "expect_archs": list(settings.expect_archs) if settings.expect_archs else None,
         "require_gpus": settings.require_gpus,
+        "require_compile": settings.require_compile,
         "only": only,
     }
     collect_env = None
@@ -170,6 +177,18 @@ def _finish(report: SmokeReport, args: argparse.Namespace) -> int:
     if args.junit:
         report.write_junit(args.junit)
     return 0 if report.ok else 1
+
+
+def _print_listing(checks: Sequence[Check]) -> None:
+    """Every check, what it verifies, and the seed pitfall or upstream release check it stands for."""
+    rows = [(IMPORT_CHECK, *IMPORT_CHECK_LISTING)]
+    for item in checks:
+        notes = ([f"needs {item.gpus} GPU{'s' if item.gpus > 1 else ''}"] if item.gpus else []) + \
+            [f"was {alias}" for alias in item.aliases]
+        rows.append((item.name, item.description + (f" [{'; '.join(notes)}]" if notes else ""), item.stands_for))
+    for name, description, stands_for in rows:
+        print(f"{name:34} {description}")
+        print(f"{'':34}   for: {stands_for or '-'}")
 
 
 def _reason_width() -> int:

@@ -228,3 +228,41 @@ def compare_arch_lists(expected: list[str] | tuple[str, ...], built: list[str]) 
     """The data's arch list against torch's own (`torch._C._cuda_getArchFlags()`), order ignored."""
     want, have = set(expected), set(built)
     return ArchListDiff(missing=[a for a in expected if a not in have], extra=[a for a in built if a not in want])
+
+
+def version_text(version: tuple[int, ...] | list[int]) -> str:
+    return ".".join(str(part) for part in version)
+
+
+def cudnn_runtime_verdict(runtime: tuple[int, int, int], compiled: tuple[int, int, int]) -> Verdict:
+    """The cuDNN loaded against the one torch was built with (torch._C._cudnn's getRuntimeVersion and
+    getCompileVersion). Equal at major.minor is the build as shipped. torch itself accepts a newer minor
+    of the same major (cuDNN keeps minor versions backward compatible since 7) and refuses the rest."""
+    loaded, built = version_text(runtime), version_text(compiled)
+    if runtime[0] != compiled[0] or runtime[1] < compiled[1]:
+        return Verdict(FAIL, f"cuDNN {loaded} is loaded but torch was built with {built}: another libcudnn comes "
+                             "first on the library path (LD_LIBRARY_PATH, a system cuDNN); torch refuses it")
+    if runtime[1] > compiled[1]:
+        return Verdict(WARN, f"warning: cuDNN {loaded} is loaded, torch was built with {built}: a newer minor of "
+                             "the same major, which torch accepts, but not the pair torch was tested with")
+    return Verdict(OK, f"cuDNN {loaded} is loaded, torch was built with {built}")
+
+
+def package_matches_runtime(package_version: str, runtime: tuple[int, ...], parts: int = 3) -> bool:
+    """A library's package version ('9.24.0.43', '2.27.3') against the version the library reports at
+    run time, on the first `parts` components (packages add a build number)."""
+    return release_parts(package_version)[:parts] == list(runtime[:parts])
+
+
+def what_covers(capability: tuple[int, int], spec_targets: dict[str, list[str]] | None = None) -> str:
+    """The arch entries a build needs for a GPU of `capability`, and which of the spec's targets carry
+    them when envbuild shipped the spec's arch lists with the suite (compat.json "spec_targets")."""
+    major, minor = capability
+    need = (f"sm_{major}{minor} kernels (or sm_{major}x with x <= {minor}, or compute_XY PTX at or below "
+            f"{major}.{minor})")
+    if not spec_targets:
+        return f"{need}; `envbuild targets` shows each target's arch list"
+    covering = [key for key, archs in spec_targets.items() if arch_coverage(list(archs), capability).covered]
+    if covering:
+        return f"{need}: carried by this spec's target(s) {', '.join(covering)}"
+    return f"{need}: none of this spec's targets ({', '.join(spec_targets)}) carries them"

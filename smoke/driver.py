@@ -98,7 +98,7 @@ def _from_nvml(notes: list[str]) -> DriverReading | None:
             if isinstance(version, bytes):  # older nvidia-ml-py returns bytes
                 version = version.decode()
             return DriverReading("nvml", cuda, str(version), notes)
-        except Exception as exc:
+        except nvml.NVMLError as exc:
             notes.append(f"NVML: {type(exc).__name__}: {exc}")
             return None
 

@@ -24,7 +24,7 @@ def nvml_session(notes: list[str] | None = None) -> Iterator[ModuleType | None]:
         return
     try:
         pynvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound without a driver, others when it is broken
+    except pynvml.NVMLError as exc:  # NVMLError_LibraryNotFound without a driver, others when it is broken
         if notes is not None:
             notes.append(f"NVML: {type(exc).__name__}: {exc}")
         yield None
@@ -34,7 +34,7 @@ def nvml_session(notes: list[str] | None = None) -> Iterator[ModuleType | None]:
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except pynvml.NVMLError:
             pass  # shutting down a half-initialised NVML is not worth a failure
 
 

@@ -63,6 +63,7 @@ class Settings:
     expect_archs: tuple[str, ...] | None = None  # the arch list envbuild's data gives the build
     require_gpus: int = 0
     timeout_per_check: float = 120.0
+    require_compile: bool = False  # torch.compile must work: a missing compiler fails instead of skipping
 
 
 @dataclass
@@ -82,6 +83,8 @@ class Check:
     func: CheckFunction
     gpus: int = 0
     description: str = ""
+    stands_for: str = ""  # the seed pitfall or upstream release check it catches (`--list`)
+    aliases: tuple[str, ...] = ()  # former names, still accepted by --only
 
     @property
     def group(self) -> str:
@@ -91,29 +94,34 @@ class Check:
 REGISTRY: list[Check] = []
 
 
-def check(name: str, *, gpus: int = 0) -> Callable[[CheckFunction], CheckFunction]:
-    """Register `fn` as check `name`; with gpus=N it is skipped unless N CUDA devices are visible."""
+def check(name: str, *, gpus: int = 0, stands_for: str = "",
+          aliases: tuple[str, ...] = ()) -> Callable[[CheckFunction], CheckFunction]:
+    """Register `fn` as check `name`; with gpus=N it is skipped unless N CUDA devices are visible.
+
+    `stands_for` names the seed pitfall or upstream release check it catches; `aliases` are former
+    names that `--only` still accepts."""
 
     def register(fn: CheckFunction) -> CheckFunction:
-        if any(existing.name == name for existing in REGISTRY):
+        taken = {n for existing in REGISTRY for n in (existing.name, *existing.aliases)}
+        if name in taken or taken & set(aliases):
             raise ValueError(f"check {name} is registered twice")
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-        REGISTRY.append(Check(name, fn, gpus, summary))
+        REGISTRY.append(Check(name, fn, gpus, summary, stands_for, tuple(aliases)))
         return fn
 
     return register
 
 
 def select_checks(checks: Sequence[Check], only: Sequence[str]) -> list[Check]:
-    """Checks named in `only` (full names or group names such as 'amp'), in registry order."""
+    """Checks named in `only` (full names, former names or group names such as 'amp'), in registry order."""
     if not only:
         return list(checks)
     wanted = {name.strip() for name in only if name.strip()}
-    known = {c.name for c in checks} | {c.group for c in checks}
+    known = {c.name for c in checks} | {c.group for c in checks} | {a for c in checks for a in c.aliases}
     unknown = sorted(wanted - known)
     if unknown:
         raise ValueError(f"unknown check name(s): {', '.join(unknown)} (see `python -m smoke --list`)")
-    return [c for c in checks if c.name in wanted or c.group in wanted]
+    return [c for c in checks if c.name in wanted or c.group in wanted or wanted & set(c.aliases)]
 
 
 def run_check(chosen: Check, ctx: Context) -> CheckResult:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from smoke.nvml import nvml_answers
+from tests.paths import FIXTURES
 
-SMI_FIXTURES = Path(__file__).parent / "fixtures" / "nvidia-smi"
+SMI_FIXTURES = FIXTURES / "nvidia-smi"
 
 
 needs_no_nvml = pytest.mark.skipif(nvml_answers(), reason="a real NVML answers first on this machine")

@@ -10,24 +10,35 @@ import click
 
 from builder import __version__, reports
 from builder.cli.options import (
-    BASE_IMAGE,
-    BUILDER_IMAGE,
-    NETWORK,
+    TARGET_ID,
     BuildFlags,
+    CiJobFlags,
     ContainerFlags,
+    ImagePathFlags,
+    K8sFlags,
+    LocalEnvFlags,
     LockFlags,
+    PublishFlags,
+    SolveFlags,
     build_options,
+    ci_job_options,
     container_options_group,
+    image_path_options,
+    k8s_options,
+    local_env_options,
     lock_options,
+    publish_options,
+    solve_options,
     sources_options,
 )
 from builder.errors import EnvbuildError, UsageError
+from builder.spec.cuda import TargetId
 from builder.spec.model import load_spec
 from builder.spec.target import Sources, resolve_targets, target_summary
 
 SPEC = click.argument("spec", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-CUDA = click.option("--cuda", "cuda", multiple=True, metavar="X.Y|cpu",
+CUDA = click.option("--cuda", "cuda", multiple=True, type=TARGET_ID, metavar="X.Y|cpu",
                     help="Only this CUDA target (repeatable); default: every target of the spec.")
 
 
@@ -123,7 +134,7 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
               help="Image platform whose locked packages the build context installs.")
 @sources_options
 @JSON
-def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path | None, image_platform: str,
+def render(spec: Path, cuda: tuple[TargetId, ...], out: Path | None, lock_root: Path | None, image_platform: str,
            sources: Sources, as_json: bool) -> None:
     """Write each target's build context (Dockerfile, install plan from its lock, installer, smoke suite).
 
@@ -145,35 +156,25 @@ def render(spec: Path, cuda: tuple[str, ...], out: Path | None, lock_root: Path 
 @cli.command()
 @SPEC
 @CUDA
-@click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
-              help="Lock only these platforms (repeatable), e.g. linux-64, osx-arm64.")
-@click.option("--check", is_flag=True, help="Solve nothing; exit 1 when any lock is stale or missing.")
-@click.option("--update", multiple=True, metavar="PACKAGE", help="Move this package, keep the rest (repeatable).")
-@click.option("--force", is_flag=True, help="Solve again even when the inputs are unchanged.")
-@click.option("--solver", metavar="PATH",
-              help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's).")
-@click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for the locks (default: <spec folder>/<env>/locks).")
-@click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: twice the CPU count).")
-@click.option("--timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="Seconds per target.")
+@solve_options
 @click.option("--base-image", metavar="IMAGE[@DIGEST]",
               help="Runtime base image in place of the spec's (its glibc becomes __glibc).")
 @sources_options
 @JSON
-def lock(spec: Path, cuda: tuple[str, ...], platforms: tuple[str, ...], check: bool, update: tuple[str, ...],
-         force: bool, solver: str | None, lock_root: Path | None, jobs: int | None, timeout: float,
-         base_image: str | None, sources: Sources, as_json: bool) -> None:
+def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: str | None, sources: Sources,
+         as_json: bool) -> None:
     """Lock each CUDA target of SPEC with conda-lock (all its platforms in one conda-lock.yml)."""
     from builder.lock.targets import check_targets, lock_targets
     from builder.spec.target import with_images
 
+    check = solve.check
     env_spec = with_images(load_spec(spec), base_image)
-    resolved = resolve_targets(env_spec, cuda, sources, platforms)
+    resolved = resolve_targets(env_spec, cuda, sources, solve.platforms)
     if check:
-        results = check_targets(resolved, lock_root=lock_root, solver=solver)
+        results = check_targets(resolved, lock_root=solve.lock_root, solver=solve.solver)
     else:
-        results = lock_targets(resolved, lock_root=lock_root, solver=solver, update=update, force=force,
-                               parallel=jobs, timeout=timeout)
+        results = lock_targets(resolved, lock_root=solve.lock_root, solver=solve.solver, update=solve.update,
+                               force=solve.force, parallel=solve.jobs, timeout=solve.timeout)
     if as_json:
         reports.print_json([r.as_dict() for r in results])
     else:
@@ -227,15 +228,13 @@ def _raise_for_locks(results, check: bool, spec: Path) -> None:
 @SPEC
 @CUDA
 @click.option("--all", "all_targets", is_flag=True, help="Every target of the spec.")
-@click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team).")
-@click.option("--source", metavar="URL", help="org.opencontainers.image.source (default: the spec's git remote).")
-@click.option("--revision", metavar="REV", help="org.opencontainers.image.revision (default: the spec's git HEAD).")
+@publish_options
 @build_options
 @lock_options
 @sources_options
 @JSON
-def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None, source: str | None,
-          revision: str | None, build: BuildFlags, locks: LockFlags, sources: Sources, as_json: bool) -> None:
+def image(spec: Path, cuda: tuple[TargetId, ...], all_targets: bool, publish: PublishFlags, build: BuildFlags,
+          locks: LockFlags, sources: Sources, as_json: bool) -> None:
     """Build one PyTorch-CUDA image per target through the Docker SDK."""
     from builder.image.pipeline import build_target_image
     from builder.image.progress import build_progress
@@ -243,13 +242,12 @@ def image(spec: Path, cuda: tuple[str, ...], all_targets: bool, push: str | None
     if not cuda and not all_targets:
         raise UsageError("name a target with --cuda X.Y (or --cuda cpu), or build every target with --all")
     resolved = resolve_targets(build.spec(spec), () if all_targets else cuda, sources)
-    engine = build.engine_for(spec, source, revision)
+    engine = build.engine_for(spec, publish.source, publish.revision)
     results = []
     for target in resolved:
         with build_progress(target.tag) as echo:
-            results.append(build_target_image(
-                target, lock_root=locks.lock_root, options=engine, relock=not locks.frozen,
-                solver=locks.solver, push=push, echo=echo))
+            results.append(build_target_image(target, locks=locks.policy(), options=engine, push=publish.push,
+                                              echo=echo))
     if as_json:
         reports.print_json([r.as_dict() for r in results])
         return
@@ -475,26 +473,12 @@ def summary(report_files: tuple[Path, ...], as_json: bool) -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="File to write (default .github/workflows/envbuild-<name>.yml, .gitlab-ci.yml or "
                    "k8s/envbuild-<name>-smoke.yaml).")
-@click.option("--gpu-runner-labels", metavar="A,B,...",
-              help="Labels (GitHub) or tags (GitLab) of the GPU runners; default self-hosted,linux,gpu / gpu.")
-@click.option("--cpu-runner-labels", metavar="A,B,...",
-              help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners).")
-@click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1).")
-@click.option("--install-from", "--envbuild-requirement", "install_from", metavar="SOURCE",
-              help="Where the jobs pip-install envbuild from: envbuild==X.Y.Z on your index, git+URL@COMMIT, "
-                   "a wheel URL with #sha256=, or a path in the repository (default: where this envbuild "
-                   "came from, else the CI variable ENVBUILD_REQUIREMENT).")
-@click.option("--registry", metavar="REGISTRY/PATH", help="k8s: where the build jobs pushed the images.")
-@click.option("--image", "images", multiple=True, metavar="TARGET=REF",
-              help="k8s: the image a target's Job runs, best by digest (repeatable; default REGISTRY/<tag>).")
-@click.option("--gpu-product", "gpu_products", multiple=True, metavar="LABEL",
-              help="k8s: a GPU class (nvidia.com/gpu.product node label) to test on; one Job each (repeatable).")
-@click.option("--namespace", metavar="NAME", help="k8s: the Jobs' namespace (default: kubectl's).")
+@ci_job_options
+@k8s_options
 @click.option("--force", is_flag=True, help="Replace an existing file.")
 @JSON
-def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | None, cpu_runner_labels: str | None,
-       require_gpus: int | None, install_from: str | None, registry: str | None, images: tuple[str, ...],
-       gpu_products: tuple[str, ...], namespace: str | None, force: bool, as_json: bool) -> None:
+def ci(provider: str, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8sFlags, force: bool,
+       as_json: bool) -> None:
     """Write a GitHub or GitLab pipeline (lock check, a build per target, GPU and CPU smoke jobs), or
     Kubernetes Jobs that smoke-test each CUDA target's pushed image on a cluster's GPUs (k8s)."""
     from builder.errors import UsageError
@@ -502,16 +486,17 @@ def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | Non
     from builder.teams.k8s import K8sOptions, parse_images
 
     env_spec = load_spec(spec)
-    given = {"--gpu-runner-labels": gpu_runner_labels, "--cpu-runner-labels": cpu_runner_labels,
-             "--install-from": install_from} if provider == K8S else \
-        {"--registry": registry, "--image": images, "--gpu-product": gpu_products, "--namespace": namespace}
+    given = {"--gpu-runner-labels": ci_jobs.gpu_runner_labels, "--cpu-runner-labels": ci_jobs.cpu_runner_labels,
+             "--install-from": ci_jobs.install_from} if provider == K8S else \
+        {"--registry": k8s.registry, "--image": k8s.images, "--gpu-product": k8s.gpu_products,
+         "--namespace": k8s.namespace}
     misplaced = [name for name, value in given.items() if value]
     if misplaced:
         raise UsageError(f"{misplaced[0]} does not apply to `envbuild ci {provider}`")
     if provider == K8S:
         manifests = write_k8s_jobs(env_spec, spec, resolve_targets(env_spec), out, K8sOptions(
-            images=parse_images(images), registry=registry, gpu_products=tuple(gpu_products),
-            require_gpus=require_gpus or 1, namespace=namespace), force)
+            images=parse_images(k8s.images), registry=k8s.registry, gpu_products=tuple(k8s.gpu_products),
+            require_gpus=ci_jobs.require_gpus or 1, namespace=k8s.namespace), force)
         if as_json:
             reports.print_json(manifests.as_dict())
             return
@@ -522,10 +507,10 @@ def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | Non
             click.echo(f"note: {note}", err=True)
         return
     options = CiOptions(
-        gpu_runner_labels=parse_labels(gpu_runner_labels, "--gpu-runner-labels"),
-        cpu_runner_labels=parse_labels(cpu_runner_labels, "--cpu-runner-labels"),
-        require_gpus=require_gpus,
-        install_from=install_from,
+        gpu_runner_labels=parse_labels(ci_jobs.gpu_runner_labels, "--gpu-runner-labels"),
+        cpu_runner_labels=parse_labels(ci_jobs.cpu_runner_labels, "--cpu-runner-labels"),
+        require_gpus=ci_jobs.require_gpus,
+        install_from=ci_jobs.install_from,
     )
     pipeline = write_pipeline(cast(Provider, provider), env_spec, spec, resolve_targets(env_spec), out, options, force)
     if as_json:
@@ -553,7 +538,7 @@ def ci(provider: str, spec: Path, out: Path | None, gpu_runner_labels: str | Non
 @sources_options
 @container_options_group
 @JSON
-def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlags, sources: Sources,
+def matrix(spec: Path, cuda: tuple[TargetId, ...], build: BuildFlags, locks: LockFlags, sources: Sources,
            smoke_container: ContainerFlags, as_json: bool) -> None:
     """Lock-check, build and smoke-test every target of SPEC on this host (what a GPU runner runs);
     exit 1 if anything failed."""
@@ -563,8 +548,7 @@ def matrix(spec: Path, cuda: tuple[str, ...], build: BuildFlags, locks: LockFlag
     resolved = resolve_targets(build.spec(spec), cuda, sources)
     flags = smoke_container
     container = flags.container()
-    rows = run_matrix(resolved, lock_root=locks.lock_root, options=build.engine_for(spec), frozen=locks.frozen,
-                      solver=locks.solver, container=container,
+    rows = run_matrix(resolved, locks=locks.policy(), options=build.engine_for(spec), container=container,
                       require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
     if as_json:
         reports.print_json([row.as_dict() for row in rows])
@@ -600,27 +584,14 @@ def _first_error(rows):
 
 @cli.command()
 @SPEC
-@click.option("--cuda", metavar="X.Y|cpu", help="The target; default: the newest CUDA target this host runs, else cpu.")
-@click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), help="Create the environment here.")
-@click.option("--name", help="Create it as $ENVBUILD_ENVS_DIR/NAME (default folder ~/.envbuild/envs).")
-@click.option("--installer", default="auto", show_default=True, metavar="auto|envbuild|PATH",
-              help="micromamba, mamba or conda to install with "
-                   "(auto: the first on PATH, else envbuild's verified one).")
-@click.option("--kernel-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Jupyter kernels folder; default: <Jupyter data dir>/kernels.")
-@click.option("--no-smoke", is_flag=True, help="Do not run the smoke suite in the new environment.")
-@click.option("--force", is_flag=True, help="Reinstall even when the environment is from the same lock.")
-@click.option("--image", "as_image", is_flag=True, help="Build the target's image instead of a local environment.")
-@click.option("--pull", metavar="REGISTRY", help="With --image: pull REGISTRY/<env>:<tag> instead of building.")
-@BASE_IMAGE
-@BUILDER_IMAGE
-@NETWORK
+@click.option("--cuda", type=TARGET_ID, metavar="X.Y|cpu",
+              help="The target; default: the newest CUDA target this host runs, else cpu.")
+@local_env_options
+@image_path_options
 @lock_options
 @sources_options
 @JSON
-def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None, installer: str,
-            kernel_dir: Path | None, no_smoke: bool, force: bool, as_image: bool, pull: str | None,
-            base_image: str | None, builder_image: str | None, network: str | None, locks: LockFlags,
+def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_path: ImagePathFlags, locks: LockFlags,
             sources: Sources, as_json: bool) -> None:
     """A new team member's path: the local environment of SPEC from its lock, a Jupyter kernel, the smoke
     suite in it, and what to do next (--image: the image and its `docker run` line)."""
@@ -633,19 +604,20 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
     from builder.image.build import BuildOptions
     from builder.spec.target import with_images
 
-    image_only = {"--base-image": base_image, "--builder-image": builder_image, "--network": network}
-    local_only = {"--prefix": prefix, "--name": name, "--kernel-dir": kernel_dir,
-                  "--no-smoke": no_smoke, "--installer": installer != "auto"}
-    misplaced = [flag for flag, value in (local_only if as_image or pull else image_only).items() if value]
+    wants_image = image_path.as_image or image_path.pull
+    image_only = {"--base-image": image_path.base_image, "--builder-image": image_path.builder_image,
+                  "--network": image_path.network}
+    local_only = {"--prefix": local_env.prefix, "--name": local_env.name, "--kernel-dir": local_env.kernel_dir,
+                  "--no-smoke": local_env.no_smoke, "--installer": local_env.installer != "auto"}
+    misplaced = [flag for flag, value in (local_only if wants_image else image_only).items() if value]
     if misplaced:
-        where = "a local environment, not with --image/--pull" if as_image or pull else "--image builds"
+        where = "a local environment, not with --image/--pull" if wants_image else "--image builds"
         raise UsageError(f"{', '.join(misplaced)}: for {where}")
-    env_spec = with_images(load_spec(spec), base_image, builder_image)
+    env_spec = with_images(load_spec(spec), image_path.base_image, image_path.builder_image)
     resolved = resolve_targets(env_spec, (cuda,) if cuda else (), sources)
-    if as_image or pull:
-        image_result = path.onboard_image(resolved, asked=bool(cuda), pull=pull, lock_root=locks.lock_root,
-                                          frozen=locks.frozen, solver=locks.solver,
-                                          options=BuildOptions(network=network), progress=build_progress,
+    if wants_image:
+        image_result = path.onboard_image(resolved, asked=bool(cuda), pull=image_path.pull, locks=locks.policy(),
+                                          options=BuildOptions(network=image_path.network), progress=build_progress,
                                           echo=echo)
         if as_json:
             reports.print_json(image_result.as_dict())
@@ -654,9 +626,8 @@ def onboard(spec: Path, cuda: str | None, prefix: Path | None, name: str | None,
             gpus = " --gpus all" if image_result.cuda else ""
             click.echo(f"smoke-test it: envbuild smoke {image_result.image}{gpus}")
         return
-    result = path.onboard(resolved, asked=bool(cuda), prefix=prefix, name=name, installer=installer,
-                          kernel_dir=kernel_dir, spec_path=spec, smoke=not no_smoke, force=force,
-                          lock_root=locks.lock_root, frozen=locks.frozen, solver=locks.solver, echo=echo)
+    result = path.onboard(resolved, asked=bool(cuda), options=local_env.options(spec), locks=locks.policy(),
+                          echo=echo)
     if as_json:
         reports.print_json(result.as_dict())
     else:

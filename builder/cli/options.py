@@ -2,7 +2,8 @@
 
 Each group adds its click options to a command and hands the command ONE typed value in their place,
 so `image`, `matrix`, `lock`, `smoke` and `onboard` take a handful of parameters instead of twenty, and
-a flag means the same thing on every command that has it."""
+a flag means the same thing on every command that has it. A command's own long list of options
+(`lock`, `image`, `ci`, `onboard`) is grouped the same way, below the shared groups."""
 
 from __future__ import annotations
 
@@ -14,12 +15,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from builder.errors import UsageError
 from builder.image.smoke_run import ContainerOptions, container_options
+from builder.spec.cuda import TargetId
 from builder.spec.model import EnvSpec, load_spec
 from builder.spec.target import Sources, with_ca_certificates, with_images
 
 if TYPE_CHECKING:  # builder.image.build pulls in the build context and conda-lock: only commands that build load it
     from builder.image.build import BuildOptions
+    from builder.image.pipeline import LockPolicy
+    from builder.teams.onboard import LocalEnvOptions
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 Decorator = Callable[[Command], Command]
@@ -50,6 +55,21 @@ def option_group(parameter: str, options: Sequence[Decorator], pack: Callable[..
     return decorator
 
 
+class TargetIdParam(click.ParamType):
+    """`--cuda 12.9` / `--cuda cpu`, parsed where it enters: commands receive a TargetId."""
+
+    name = "X.Y|cpu"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> TargetId:
+        if isinstance(value, TargetId):
+            return value
+        try:
+            return TargetId.parse(value)
+        except UsageError as exc:
+            raise UsageError(f"{param.opts[0] if param else '--cuda'}: {exc.message}") from None
+
+
+TARGET_ID = TargetIdParam()
 BASE_IMAGE = click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
 BUILDER_IMAGE = click.option("--builder-image", metavar="IMAGE[@DIGEST]",
                              help="Env-builder image (needs Python >= 3.10).")
@@ -70,6 +90,12 @@ class LockFlags:
     frozen: bool = False
     lock_root: Path | None = None
     solver: str | None = None
+
+    def policy(self) -> LockPolicy:
+        """These flags as the library takes them."""
+        from builder.image.pipeline import LockPolicy
+
+        return LockPolicy(lock_root=self.lock_root, frozen=self.frozen, solver=self.solver)
 
 
 lock_options = option_group("locks", [
@@ -157,3 +183,147 @@ container_options_group = option_group("smoke_container", [
                  help="Seconds the suite may run in one container."),
     click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML here."),
 ], ContainerFlags)
+
+
+# --- one command's own options ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SolveFlags:
+    """How `lock` solves: for which platforms, or only checking; what may move; with what, where, how many at once."""
+
+    platforms: tuple[str, ...] = ()
+    check: bool = False
+    update: tuple[str, ...] = ()
+    force: bool = False
+    solver: str | None = None
+    lock_root: Path | None = None
+    jobs: int | None = None
+    timeout: float = 600.0
+
+
+solve_options = option_group("solve", [
+    click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
+                 help="Lock only these platforms (repeatable), e.g. linux-64, osx-arm64."),
+    click.option("--check", is_flag=True, help="Solve nothing; exit 1 when any lock is stale or missing."),
+    click.option("--update", multiple=True, metavar="PACKAGE", help="Move this package, keep the rest (repeatable)."),
+    click.option("--force", is_flag=True, help="Solve again even when the inputs are unchanged."),
+    click.option("--solver", metavar="PATH",
+                 help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's)."),
+    click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
+                 help="Folder for the locks (default: <spec folder>/<env>/locks)."),
+    click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: twice the CPU count)."),
+    click.option("--timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="Seconds per target."),
+], SolveFlags)
+
+
+@dataclass(frozen=True)
+class PublishFlags:
+    """Where `image` says its images come from (the source and revision labels), and where it pushes them."""
+
+    push: str | None = None
+    source: str | None = None
+    revision: str | None = None
+
+
+publish_options = option_group("publish", [
+    click.option("--push", metavar="REGISTRY", help="Push every tag to REGISTRY (e.g. 127.0.0.1:5000/team)."),
+    click.option("--source", metavar="URL", help="org.opencontainers.image.source (default: the spec's git remote)."),
+    click.option("--revision", metavar="REV",
+                 help="org.opencontainers.image.revision (default: the spec's git HEAD)."),
+], PublishFlags)
+
+
+@dataclass(frozen=True)
+class CiJobFlags:
+    """What `ci`'s jobs run on and need: runner labels (GitHub, GitLab), GPUs per smoke job, envbuild's source."""
+
+    gpu_runner_labels: str | None = None
+    cpu_runner_labels: str | None = None
+    require_gpus: int | None = None
+    install_from: str | None = None
+
+
+ci_job_options = option_group("ci_jobs", [
+    click.option("--gpu-runner-labels", metavar="A,B,...",
+                 help="Labels (GitHub) or tags (GitLab) of the GPU runners; default self-hosted,linux,gpu / gpu."),
+    click.option("--cpu-runner-labels", metavar="A,B,...",
+                 help="Labels or tags of the hosted runners; default ubuntu-latest / none (shared runners)."),
+    click.option("--require-gpus", type=click.IntRange(1), help="GPUs each GPU smoke job must see (default 1)."),
+    click.option("--install-from", "--envbuild-requirement", "install_from", metavar="SOURCE",
+                 help="Where the jobs pip-install envbuild from: envbuild==X.Y.Z on your index, git+URL@COMMIT, "
+                      "a wheel URL with #sha256=, or a path in the repository (default: where this envbuild "
+                      "came from, else the CI variable ENVBUILD_REQUIREMENT)."),
+], CiJobFlags)
+
+
+@dataclass(frozen=True)
+class K8sFlags:
+    """`ci k8s`: where the images are, the GPU classes to test on, the Jobs' namespace."""
+
+    registry: str | None = None
+    images: tuple[str, ...] = ()
+    gpu_products: tuple[str, ...] = ()
+    namespace: str | None = None
+
+
+k8s_options = option_group("k8s", [
+    click.option("--registry", metavar="REGISTRY/PATH", help="k8s: where the build jobs pushed the images."),
+    click.option("--image", "images", multiple=True, metavar="TARGET=REF",
+                 help="k8s: the image a target's Job runs, best by digest (repeatable; default REGISTRY/<tag>)."),
+    click.option("--gpu-product", "gpu_products", multiple=True, metavar="LABEL",
+                 help="k8s: a GPU class (nvidia.com/gpu.product node label) to test on; one Job each (repeatable)."),
+    click.option("--namespace", metavar="NAME", help="k8s: the Jobs' namespace (default: kubectl's)."),
+], K8sFlags)
+
+
+@dataclass(frozen=True)
+class LocalEnvFlags:
+    """`onboard`'s local environment: where it goes, what installs it, its kernel, the smoke run, a reinstall."""
+
+    prefix: Path | None = None
+    name: str | None = None
+    installer: str = "auto"
+    kernel_dir: Path | None = None
+    no_smoke: bool = False
+    force: bool = False
+
+    def options(self, spec_path: Path) -> LocalEnvOptions:
+        """These flags as the library takes them, for the spec at `spec_path`."""
+        from builder.teams.onboard import LocalEnvOptions
+
+        return LocalEnvOptions(prefix=self.prefix, name=self.name, installer=self.installer,
+                               kernel_dir=self.kernel_dir, spec_path=spec_path, smoke=not self.no_smoke,
+                               force=self.force)
+
+
+local_env_options = option_group("local_env", [
+    click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), help="Create the environment here."),
+    click.option("--name", help="Create it as $ENVBUILD_ENVS_DIR/NAME (default folder ~/.envbuild/envs)."),
+    click.option("--installer", default="auto", show_default=True, metavar="auto|envbuild|PATH",
+                 help="micromamba, mamba or conda to install with "
+                      "(auto: the first on PATH, else envbuild's verified one)."),
+    click.option("--kernel-dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="Jupyter kernels folder; default: <Jupyter data dir>/kernels."),
+    click.option("--no-smoke", is_flag=True, help="Do not run the smoke suite in the new environment."),
+    click.option("--force", is_flag=True, help="Reinstall even when the environment is from the same lock."),
+], LocalEnvFlags)
+
+
+@dataclass(frozen=True)
+class ImagePathFlags:
+    """`onboard --image` or `--pull`: the target's image instead of a local environment, and how it is built."""
+
+    as_image: bool = False
+    pull: str | None = None
+    base_image: str | None = None
+    builder_image: str | None = None
+    network: str | None = None
+
+
+image_path_options = option_group("image_path", [
+    click.option("--image", "as_image", is_flag=True, help="Build the target's image instead of a local environment."),
+    click.option("--pull", metavar="REGISTRY", help="With --image: pull REGISTRY/<env>:<tag> instead of building."),
+    BASE_IMAGE,
+    BUILDER_IMAGE,
+    NETWORK,
+], ImagePathFlags)

@@ -15,12 +15,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from builder import proc
-from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address
+from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address, engine_failures
 from builder.findings import Finding, Severity, sort_findings
 from builder.host.gpuinfo import GpuInfo, read_host_gpus
 from builder.spec.compat import CompatData, load_compat, version_tuple
+from builder.spec.cuda import CudaVersion, cuda_json, cuda_or_cpu
 from builder.spec.target import Target
-from smoke.compat import arch_coverage, parse_major_minor
+from smoke.compat import arch_coverage
 from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess
 
@@ -131,7 +132,7 @@ class HostCheck:
 class TargetVerdict:
     target: str
     torch: str
-    cuda: str | None
+    cuda: CudaVersion | None
     route: str
     verdict: str
     findings: tuple[HostCheck, ...]
@@ -141,7 +142,7 @@ class TargetVerdict:
         return VERDICT_LEVEL[self.verdict]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "torch": self.torch, "cuda": self.cuda, "route": self.route,
+        return {"target": self.target, "torch": self.torch, "cuda": cuda_json(self.cuda), "route": self.route,
                 "verdict": self.verdict, "level": self.level, "findings": [f.as_dict() for f in self.findings]}
 
 
@@ -208,7 +209,7 @@ class DoctorReport:
         rows = []
         for verdict in self.targets:
             worth = [f for f in verdict.findings if f.level != OK] or list(verdict.findings)
-            rows.append([verdict.target, verdict.torch, verdict.cuda or "cpu", verdict.route, verdict.verdict,
+            rows.append([verdict.target, verdict.torch, cuda_or_cpu(verdict.cuda), verdict.route, verdict.verdict,
                          "; ".join(f.message for f in worth),
                          "; ".join(dict.fromkeys(f.fix for f in worth if f.fix))])
         return rows
@@ -258,7 +259,7 @@ def _engine_facts(timeout: float) -> EngineFacts:
     try:
         version = client.version()
         info = client.info()
-    except Exception as exc:  # answered the ping, then went away
+    except engine_failures() as exc:  # answered the ping, then went away
         return EngineFacts(address=engine_address(), reachable=False, error=f"{type(exc).__name__}: {exc}")
     finally:
         client.close()
@@ -448,17 +449,18 @@ def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, HostChe
     driver of the target's toolkit release; it runs it under minor-version compatibility when it is at
     least the oldest driver of that CUDA major; otherwise the runtime does not start at all.
     """
-    cuda = target.cuda or ""
-    wanted = parse_major_minor(cuda)
+    cuda = target.cuda
+    assert cuda is not None  # a CPU build needs no driver
     full, minimum = _full_driver(target), target.min_driver
     version = driver.driver_version
     says = f"driver {version or '(version unknown)'}" + (f" (CUDA {driver.cuda_text})" if driver.cuda else "")
-    if (driver.cuda is not None and driver.cuda >= wanted) or (version and _at_least(version, full)):
+    supported = CudaVersion(*driver.cuda) if driver.cuda is not None else None
+    if (supported is not None and supported >= cuda) or (version and _at_least(version, full)):
         return RUNS, HostCheck(OK, "driver", f"{says} runs CUDA {cuda} builds")
     if version and minimum:
         minor_ok = _at_least(version, minimum)
     else:
-        minor_ok = driver.cuda is not None and driver.cuda[0] == wanted[0]
+        minor_ok = supported is not None and supported.major == cuda.major
     if minor_ok:
         return MINOR_COMPAT, HostCheck(
             WARNING, "driver",
@@ -468,7 +470,7 @@ def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, HostChe
     if driver.cuda is not None:
         cause = f"the driver supports CUDA {driver.cuda_text}, so CUDA {cuda} builds cannot run"
     else:
-        cause = f"driver {version} is older than every CUDA {wanted[0]}.x driver, so CUDA {cuda} builds cannot run"
+        cause = f"driver {version} is older than every CUDA {cuda.major}.x driver, so CUDA {cuda} builds cannot run"
     return NEEDS_NEWER_DRIVER, HostCheck(FAIL, "driver", f"{cause} (they need driver >= {minimum})",
                                        f"update the NVIDIA driver to >= {minimum} (>= {full} for full compatibility)")
 
@@ -495,7 +497,7 @@ def _arch_findings(gpus: tuple[GpuInfo, ...], target: Target, targets: list[Targ
     if not target.archs:
         return [HostCheck(INFO, "archs",
                           f"no arch list for this build in envbuild's data (route {target.route.value}): "
-                                       "the image's smoke check env.arch_list checks it")]
+                                       "the image's smoke check gpu.arch_in_build checks it")]
     findings = []
     for (name, capability), group in _same_gpus(gpus).items():
         coverage = arch_coverage(target.archs, capability)
@@ -519,11 +521,11 @@ def _arch_findings(gpus: tuple[GpuInfo, ...], target: Target, targets: list[Targ
     return findings
 
 
-def _driver_runs(driver: DriverReading | None, cuda: str, compat: CompatData) -> bool:
+def _driver_runs(driver: DriverReading | None, cuda: CudaVersion, compat: CompatData) -> bool:
     if driver is None or (driver.cuda is None and driver.driver_version is None):
         return True  # nothing known about the driver: no reason to rule the build out
     if driver.cuda is not None:
-        return version_tuple(cuda)[:2] <= driver.cuda
+        return cuda <= CudaVersion(*driver.cuda)
     toolkit = compat.toolkit(cuda)
     return toolkit is None or _at_least(driver.driver_version or "0", toolkit.full_compat_driver)
 
@@ -551,7 +553,7 @@ def _arch_fix(capability: tuple[int, int], sm: str, target: Target, targets: lis
         return f"use target {covering[0]} (its build has {sm} kernels)"
     # Only released torch (not a projection) and a CUDA this host's driver runs.
     builds = [(release.line, cuda) for release in compat.releases() if release.confidence != "projected"
-              for cuda in sorted(release.archs, key=version_tuple)
+              for cuda in sorted(release.archs)
               if arch_coverage(release.archs[cuda], capability).covered and _driver_runs(driver, cuda, compat)]
     if not builds:
         return f"no torch build in envbuild's data has {sm} kernels: build torch from source for it"

@@ -35,6 +35,7 @@ import yaml
 from builder.findings import Finding, Location, RuleRegistry, Severity
 from builder.host.gpuinfo import GpuInfo
 from builder.spec.compat import CompatData, load_compat, version_tuple
+from builder.spec.cuda import CudaVersion
 from builder.spec.gpus import capability_of_model, sm_name
 from builder.spec.target import Target, default_pip_index
 from smoke.compat import arch_coverage, driver_cuda_from_nvml
@@ -346,16 +347,11 @@ def compile_template(text: str, ignore_case: bool = False) -> Template:
         pieces.append(_literal_regex(literal))
         literals.append(literal)
         literal = ""
-        name, kind = found.group(1), found.group(2)
+        name = found.group(1)
         last = index == len(matches) - 1 and not text[position:].strip()
-        if kind:
-            if kind not in PLACEHOLDER_TYPES:
-                raise ValueError(f"template {text!r}: unknown placeholder type {kind!r}")
-            pattern, type_needle = PLACEHOLDER_TYPES[kind]
-            if type_needle:
-                type_needles.append(type_needle)
-        else:
-            pattern = r"[^\n]*" if last else r"[^\n]*?"
+        pattern, type_needle = _placeholder_regex(text, found.group(2), last)
+        if type_needle:
+            type_needles.append(type_needle)
         if name.startswith("_"):
             pieces.append(f"(?:{pattern})")
         else:
@@ -366,17 +362,32 @@ def compile_template(text: str, ignore_case: bool = False) -> Template:
     literal += text[position:]
     pieces.append(_literal_regex(literal))
     literals.append(literal)
+    needle, word = _needle_and_word(text, literals, type_needles)
+    flags = re.IGNORECASE if ignore_case else 0
+    return Template(text, re.compile("".join(pieces), flags), needle.lower() if ignore_case else needle,
+                    ignore_case, tuple(names), (word.lower() if ignore_case else word) if word else None)
+
+
+def _placeholder_regex(text: str, kind: str | None, last: bool) -> tuple[str, str | None]:
+    """A placeholder's regex, and the needle its type gives a template with too little literal text. An
+    untyped one takes the rest of its line when it ends the template, else as little as fits."""
+    if not kind:
+        return (r"[^\n]*" if last else r"[^\n]*?"), None
+    if kind not in PLACEHOLDER_TYPES:
+        raise ValueError(f"template {text!r}: unknown placeholder type {kind!r}")
+    return PLACEHOLDER_TYPES[kind]
+
+
+def _needle_and_word(text: str, literals: list[str], type_needles: list[str]) -> tuple[str, str | None]:
+    """The longest literal part (whitespace as one space) as the needle, else a placeholder type's; and
+    the most distinctive other word, for a log that wraps the needle."""
     needle = max((" ".join(part.split()) for part in literals), key=len, default="")
     if len(needle) < 3 and type_needles:
         needle = type_needles[0]
     if not needle:
         raise ValueError(f"template {text!r} has nothing literal to search for")
     word = max((word for part in literals for word in part.split() if len(word) >= 5), key=_distinctive, default=None)
-    if word == needle:
-        word = None
-    flags = re.IGNORECASE if ignore_case else 0
-    return Template(text, re.compile("".join(pieces), flags), needle.lower() if ignore_case else needle,
-                    ignore_case, tuple(names), (word.lower() if ignore_case else word) if word else None)
+    return needle, None if word == needle else word
 
 
 def _distinctive(word: str) -> tuple[int, int]:
@@ -631,10 +642,17 @@ class LogFacts:
         sm = self.get("sm")
         return capability_of(sm) if sm else None
 
-    @property
-    def driver_cuda(self) -> tuple[int, int] | None:
-        cuda = self.get("driver_cuda")
-        return _cuda_tuple(cuda) if cuda else None
+    def cuda(self, name: str) -> CudaVersion | None:
+        """A CUDA fact (driver_cuda, toolkit, torch_cuda) as a version."""
+        said = self.get(name)
+        return cuda_from_text(said) if said else None
+
+
+def cuda_from_text(text: str) -> CudaVersion | None:
+    """The CUDA X.Y a log's text names (`11.8`, `12.1.105`, `12.06`), or None when it names none; logs write
+    versions loosely, so this reads the numbers rather than requiring the data files' exact form."""
+    parts = version_tuple(text)
+    return CudaVersion(parts[0], parts[1] if len(parts) > 1 else 0) if parts else None
 
 
 _FACT_CONVERTERS: dict[str, Callable[[re.Match[str]], str | None]] = {
@@ -650,35 +668,46 @@ def extract_facts(log: LogText, patterns: Iterable[FactPattern] | None = None) -
     """The facts a log states; per fact the first pattern in the data's order that matches wins (the
     order puts the most reliable kind of line first), at its first occurrence in the log."""
     found: dict[str, Fact] = {}
-    found_at: dict[str, int] = {}
+    found_at: dict[str, int] = {}  # the line each fact was first read on (a longer value may come later)
     for pattern in patterns if patterns is not None else load_explain_data().facts:
         if pattern.fact in found:
             continue
         near = found_at.get(pattern.near) if pattern.near else None
         if pattern.near and near is None:
             continue
-        for start, end in log.windows(pattern.needle, pattern.ignore_case, before=0, after=pattern.lines + 1,
-                                      limit=MAX_FACT_WINDOWS):
-            matched = pattern.regex.search(log.text, start, end)
-            if matched is None:
-                continue
-            line = log.line_of(matched.start())
-            if near is not None and abs(line - near) > 8:
-                continue
-            if pattern.value:
-                value: str | None = pattern.value
-            elif pattern.convert:
-                value = _FACT_CONVERTERS[pattern.convert](matched)
-            else:
-                value = matched.group(1).strip()
-            if value:
-                found[pattern.fact] = Fact(value, line, pattern.how)
-                found_at[pattern.fact] = line
-                if pattern.fact in EXTENDED_FACTS and "+" not in value:
-                    _extend(found, pattern, log, value)
-                break
+        fact = _first_fact(pattern, log, near)
+        if fact is not None:
+            found[pattern.fact] = fact
+            found_at[pattern.fact] = fact.line
+            if pattern.fact in EXTENDED_FACTS and "+" not in fact.value:
+                _extend(found, pattern, log, fact.value)
     _derive_facts(found)
     return LogFacts(found)
+
+
+def _first_fact(pattern: FactPattern, log: LogText, near: int | None) -> Fact | None:
+    """The pattern's first match with a value (within a few lines of `near`, the line of the fact it must be
+    near, when it has one)."""
+    for start, end in log.windows(pattern.needle, pattern.ignore_case, before=0, after=pattern.lines + 1,
+                                  limit=MAX_FACT_WINDOWS):
+        matched = pattern.regex.search(log.text, start, end)
+        if matched is None:
+            continue
+        line = log.line_of(matched.start())
+        if near is not None and abs(line - near) > 8:
+            continue
+        value = _fact_value(pattern, matched)
+        if value:
+            return Fact(value, line, pattern.how)
+    return None
+
+
+def _fact_value(pattern: FactPattern, matched: re.Match[str]) -> str | None:
+    if pattern.value:
+        return pattern.value
+    if pattern.convert:
+        return _FACT_CONVERTERS[pattern.convert](matched)
+    return matched.group(1).strip()
 
 
 # Facts whose value may say more elsewhere: `torch 1.8.1` on one line, `torch 1.8.1+cu102` on the next.
@@ -721,6 +750,11 @@ class ExplainContext:
     processes: tuple[SmiProcess, ...] = ()  # this host's GPU compute processes
     targets: tuple[Target, ...] = ()
     compat: CompatData = field(default_factory=load_compat)
+
+    @property
+    def driver_cuda(self) -> CudaVersion | None:
+        """The newest CUDA this host's driver runs."""
+        return CudaVersion(*self.driver.cuda) if self.driver and self.driver.cuda is not None else None
 
     @cached_property
     def log(self) -> LogText:
@@ -801,28 +835,50 @@ def refines(family_id: str) -> Callable[[Refiner], Refiner]:
 def find_hits(context: ExplainContext) -> dict[str, Hit]:
     """The first hit of every family in the log. A code-carrying family's hits resolve to a code, and a
     code with a family of its own is reported there (a family's own templates win over a redirect)."""
+    log = context.log
     families = load_rules()
     by_id = {family.id: family for family in families}
-    tables = load_code_tables()
-    log = context.log
     hits: dict[str, Hit] = {}
     redirected: dict[str, Hit] = {}
     for family in families:
         if family.codes:
-            for matched in _code_matches(family, log):
-                code = _resolve_code(tables[family.codes], matched)
-                if code is None:
-                    continue
-                target = by_id[code.family] if code.family else family
-                if target.id not in redirected or matched.start() < redirected[target.id].at:
-                    redirected[target.id] = _hit(target, matched, log, code)
+            _redirect_code_hits(family, load_code_tables()[family.codes], by_id, log, redirected)
             continue
-        for template in family.templates:
-            found = template.first(log)
-            if found is not None:
-                hits[family.id] = _hit(family, found, log)
-                break
-    for table in tables.values():  # a code's printed text on its own (`device-side assert triggered`)
+        found = _first_match(family, log)
+        if found is not None:
+            hits[family.id] = _hit(family, found, log)
+    _redirect_bare_code_texts(by_id, log, hits, redirected)
+    for family_id, hit in redirected.items():
+        hits.setdefault(family_id, hit)
+    return _one_per_line(families, hits, log)
+
+
+def _first_match(family: Family, log: LogText) -> re.Match[str] | None:
+    """The first match of the family's first template that matches (templates in the data's order)."""
+    for template in family.templates:
+        found = template.first(log)
+        if found is not None:
+            return found
+    return None
+
+
+def _redirect_code_hits(family: Family, table: CodeTable, by_id: dict[str, Family], log: LogText,
+                        redirected: dict[str, Hit]) -> None:
+    """A code-carrying family's matches, each under its code's own family (else this one), the earliest
+    in the log kept per family."""
+    for matched in _code_matches(family, log):
+        code = _resolve_code(table, matched)
+        if code is None:
+            continue
+        target = by_id[code.family] if code.family else family
+        if target.id not in redirected or matched.start() < redirected[target.id].at:
+            redirected[target.id] = _hit(target, matched, log, code)
+
+
+def _redirect_bare_code_texts(by_id: dict[str, Family], log: LogText, hits: dict[str, Hit],
+                              redirected: dict[str, Hit]) -> None:
+    """A code's printed text on its own (`device-side assert triggered`), for a family not hit otherwise."""
+    for table in load_code_tables().values():
         for code in table.codes:
             if code.family in by_id and code.says and (code.bare or len(code.says.split()) >= 4):
                 if code.family in hits or code.family in redirected:
@@ -830,9 +886,11 @@ def find_hits(context: ExplainContext) -> dict[str, Hit]:
                 said = _bare_template(code.says).first(log)
                 if said is not None:
                     redirected[code.family] = _hit(by_id[code.family], said, log, code)
-    for family_id, hit in redirected.items():
-        hits.setdefault(family_id, hit)
-    # One finding per log line: where families read the same line, the earlier (more specific) tells it.
+
+
+def _one_per_line(families: tuple[Family, ...], hits: dict[str, Hit], log: LogText) -> dict[str, Hit]:
+    """Where families read the same log line, the earlier (more specific) one tells it; in the data's order,
+    with each hit's extras and cause."""
     ordered: dict[str, Hit] = {}
     lines_told: set[int] = set()
     for family in families:
@@ -1066,7 +1124,7 @@ class Machine:
     """The driver and GPUs a verdict is about, and where each came from ("log" or "this host")."""
 
     driver_version: str | None = None
-    driver_cuda: tuple[int, int] | None = None
+    driver_cuda: CudaVersion | None = None
     driver_from: str | None = None
     capabilities: tuple[tuple[str, str, tuple[int, int]], ...] = ()  # (name, sm, capability)
     gpus_from: str | None = None
@@ -1078,7 +1136,7 @@ class Machine:
     def driver_words(self) -> str:
         """`the log's driver 450.119.03 (CUDA 11.0)`, `this host's driver (CUDA 12.2)`."""
         whose = "the log's driver" if self.driver_from == "from the log" else "this host's driver"
-        cuda = f"CUDA {self.driver_cuda[0]}.{self.driver_cuda[1]}" if self.driver_cuda else None
+        cuda = f"CUDA {self.driver_cuda}" if self.driver_cuda else None
         if self.driver_version:
             return f"{whose} {self.driver_version}" + (f" ({cuda})" if cuda else "")
         return f"{whose} ({cuda})"
@@ -1087,9 +1145,9 @@ class Machine:
 def machine_of(context: ExplainContext) -> Machine:
     facts = context.facts
     driver_from: str | None = "from the log"
-    driver_version, driver_cuda = facts.get("driver"), facts.driver_cuda
+    driver_version, driver_cuda = facts.get("driver"), facts.cuda("driver_cuda")
     if driver_version is None and driver_cuda is None and context.driver is not None:
-        driver_version, driver_cuda = context.driver.driver_version, context.driver.cuda
+        driver_version, driver_cuda = context.driver.driver_version, context.driver_cuda
         driver_from = "this host"
     if driver_version is None and driver_cuda is None:
         driver_from = None
@@ -1105,7 +1163,7 @@ def machine_of(context: ExplainContext) -> Machine:
     return Machine(driver_version, driver_cuda, driver_from, tuple(capabilities), gpus_from)
 
 
-def driver_runs(machine: Machine, cuda: str, compat: CompatData) -> str | None:
+def driver_runs(machine: Machine, cuda: CudaVersion, compat: CompatData) -> str | None:
     """'runs', 'minor' (minor-version compatibility) or None: can this machine's driver run a CUDA build?
 
     The driver's version decides when the log states it (a forward-compatibility package makes
@@ -1113,7 +1171,6 @@ def driver_runs(machine: Machine, cuda: str, compat: CompatData) -> str | None:
     The same rules as doctor's driver verdict: at or above the toolkit's driver, fully; at or above the
     oldest driver of that CUDA major, under minor-version compatibility; else not at all.
     """
-    wanted = _cuda_tuple(cuda)
     if machine.driver_version:
         toolkit = compat.toolkit(cuda)
         full = toolkit.full_compat_driver if toolkit else None
@@ -1122,7 +1179,7 @@ def driver_runs(machine: Machine, cuda: str, compat: CompatData) -> str | None:
         if full and version >= version_tuple(full):
             return "runs"
         trusted = trusted_driver_cuda(machine, compat)
-        if trusted is not None and trusted >= wanted and (minimum is None or version >= version_tuple(minimum)):
+        if trusted is not None and trusted >= cuda and (minimum is None or version >= version_tuple(minimum)):
             return "runs"
         if minimum and version >= version_tuple(minimum):
             return "minor"
@@ -1130,21 +1187,21 @@ def driver_runs(machine: Machine, cuda: str, compat: CompatData) -> str | None:
             return None
     if machine.driver_cuda is None:
         return "runs"  # nothing known about the driver: no reason to rule a build out
-    if wanted <= machine.driver_cuda:
+    if cuda <= machine.driver_cuda:
         return "runs"
-    if wanted[0] == machine.driver_cuda[0]:
+    if cuda.major == machine.driver_cuda.major:
         return "minor"
     return None
 
 
-def trusted_driver_cuda(machine: Machine, compat: CompatData) -> tuple[int, int] | None:
+def trusted_driver_cuda(machine: Machine, compat: CompatData) -> CudaVersion | None:
     """The driver's CUDA, unless its version says it cannot be the driver's own: a forward-compatibility
     package (cuda-compat) makes nvidia-smi report the package's CUDA, newer than any CUDA whose toolkit
     needs a newer driver than this one."""
     if machine.driver_cuda is None or not machine.driver_version:
         return machine.driver_cuda
     version = version_tuple(machine.driver_version)
-    needs_newer = [_cuda_tuple(cuda) for cuda, toolkit in compat.cuda.items()
+    needs_newer = [cuda for cuda, toolkit in compat.cuda.items()
                    if version < version_tuple(toolkit.full_compat_driver)]
     if needs_newer and machine.driver_cuda >= min(needs_newer):
         return None
@@ -1159,7 +1216,7 @@ def gpus_covered(machine: Machine, archs: list[str]) -> bool:
 class Build:
     line: str
     torch: str
-    cuda: str
+    cuda: CudaVersion
     how: str  # "runs" or "minor"
 
     def words(self) -> str:
@@ -1167,7 +1224,7 @@ class Build:
         return f"torch {self.torch} with CUDA {self.cuda}{minor}"
 
 
-def released_builds(compat: CompatData) -> list[tuple[str, str, str, list[str]]]:
+def released_builds(compat: CompatData) -> list[tuple[str, str, CudaVersion, list[str]]]:
     """(release line, latest version, CUDA, arch list) of every released (not projected) torch build."""
     return [(release.line, release.latest, cuda, archs) for release in compat.releases()
             if release.confidence != "projected" for cuda, archs in release.archs.items()]
@@ -1185,7 +1242,7 @@ def runnable_builds(context: ExplainContext, capability: tuple[int, int] | None 
         if capability is not None and not arch_coverage(archs, capability).covered:
             continue
         builds.append(Build(line, latest, cuda, how))
-    return sorted(builds, key=lambda b: (tuple(-p for p in version_tuple(b.line)), version_tuple(b.cuda)))
+    return sorted(builds, key=lambda b: (tuple(-p for p in version_tuple(b.line)), b.cuda))
 
 
 def runnable_targets(context: ExplainContext, capability: tuple[int, int] | None = None) -> list[tuple[Target, str]]:
@@ -1221,7 +1278,7 @@ def best_build_words(context: ExplainContext, capability: tuple[int, int] | None
 def next_step_from_facts(context: ExplainContext) -> str:
     """For a log without a known family: a verdict the facts allow, else where to look."""
     facts = context.facts
-    torch_cuda = facts.get("torch_cuda")
+    torch_cuda = facts.cuda("torch_cuda")
     machine = context.machine
     if torch_cuda and machine.knows_driver and driver_runs(machine, torch_cuda, context.compat) is None:
         better = best_build_words(context)
@@ -1248,8 +1305,9 @@ def capability_of(sm: str) -> tuple[int, int] | None:
     return (int(digits.group(1)), int(digits.group(2))) if digits else None
 
 
-def _cuda_tuple(cuda: str) -> tuple[int, int]:
-    parts = version_tuple(cuda)
+def _major_minor(version: str) -> tuple[int, int]:
+    """`9.0` -> (9, 0): a compute capability as the log writes it."""
+    parts = version_tuple(version)
     return parts[0], parts[1] if len(parts) > 1 else 0
 
 
@@ -1265,11 +1323,11 @@ def _host_gpu_words(context: ExplainContext) -> str:
     return "; this host: " + ", ".join(f"GPU {gpu.index} {gpu.name} ({gpu.sm})" for gpu in known)
 
 
-def _update_driver_words(context: ExplainContext, cuda: str | None = None) -> str:
+def _update_driver_words(context: ExplainContext, cuda: CudaVersion | None = None) -> str:
     """'update the NVIDIA driver to >= X (runs CUDA Y builds)' for the newest CUDA of the data, or `cuda`."""
-    cuda = cuda or max((c for _, _, c, _ in released_builds(context.compat)), key=version_tuple)
+    cuda = cuda or max(c for _, _, c, _ in released_builds(context.compat))
     minimum = context.compat.min_driver(cuda)
-    return f"update the NVIDIA driver to >= {minimum} (runs CUDA {cuda.split('.')[0]}.x builds)" if minimum \
+    return f"update the NVIDIA driver to >= {minimum} (runs CUDA {cuda.major}.x builds)" if minimum \
         else "update the NVIDIA driver"
 
 
@@ -1288,7 +1346,7 @@ def _arch_not_in_build(hit: Hit, context: ExplainContext) -> Refined:
     if targets:
         target = targets[0][0]
         return Refined(message, f"use target {target.key} (its build has {sm} kernels): "
-                                f"`envbuild image SPEC --cuda {target.key[4:]}`")
+                                f"`envbuild image SPEC --cuda {target.cuda}`")
     builds = runnable_builds(context, capability)
     if builds:
         same_line = [b for b in builds if b.line == builds[0].line]
@@ -1317,7 +1375,7 @@ def _arch_too_old(hit: Hit, context: ExplainContext) -> Refined:
     capability = capability_of(f"sm_{cap.replace('.', '')}") if cap else None
     message = hit.text(hit.family.message)
     maximum = hit.fields.get("max")
-    if capability and maximum and capability > _cuda_tuple(maximum):
+    if capability and maximum and capability > _major_minor(maximum):
         return Refined(f"{hit.fields.get('gpu', 'the GPU')} is compute capability {cap}, newer than the newest this "
                        f"torch build compiled kernels for ({maximum}): it runs through PTX compiled at first use",
                        "nothing to fix (the first steps are slower while kernels compile); a build with "
@@ -1331,7 +1389,7 @@ def _arch_too_old(hit: Hit, context: ExplainContext) -> Refined:
     last = [(line, latest, cuda) for line, latest, cuda, archs in released_builds(context.compat)
             if arch_coverage(archs, capability).covered]
     if last:
-        line, latest, cuda = max(last, key=lambda b: (version_tuple(b[0]), tuple(-p for p in version_tuple(b[2]))))
+        line, latest, cuda = max(last, key=lambda b: (version_tuple(b[0]), (-b[2].major, -b[2].minor)))
         return Refined(message, f"the last release in envbuild's data with kernels for {cap} is torch {latest} with "
                                 f"CUDA {cuda}; newer torch needs a newer GPU")
     return Refined(message, f"no torch build in envbuild's data supports compute capability {cap} (the oldest "
@@ -1363,13 +1421,13 @@ def _driver_too_old(hit: Hit, context: ExplainContext) -> Refined:
     found = hit.fields.get("found")
     if not found or not found.lstrip("-").isdigit():
         return Refined(hit.text(hit.family.message), hit.text(hit.family.fix))
-    driver_cuda = driver_cuda_from_nvml(int(found))
-    cuda_text = f"{driver_cuda[0]}.{driver_cuda[1]}"
+    driver_cuda = CudaVersion(*driver_cuda_from_nvml(int(found)))
+    cuda_text = str(driver_cuda)
     message = hit.text(hit.family.message.replace("{driver_cuda}", cuda_text))
     message = _with_facts(message, context, "torch", "driver")
     runnable = _runnable_on(driver_cuda, context)
-    majors = sorted(int(major) for major in context.compat.minor_version_compat if int(major) > driver_cuda[0])
-    newer = context.compat.min_driver(f"{majors[0]}.0") if majors else None
+    majors = sorted(int(major) for major in context.compat.minor_version_compat if int(major) > driver_cuda.major)
+    newer = context.compat.min_driver(CudaVersion(majors[0], 0)) if majors else None
     update = f"update the NVIDIA driver (>= {newer} runs CUDA {majors[0]}.x builds)" if newer \
         else "update the NVIDIA driver"
     if runnable:
@@ -1377,7 +1435,7 @@ def _driver_too_old(hit: Hit, context: ExplainContext) -> Refined:
     return Refined(message, f"no torch build in envbuild's data runs on a CUDA {cuda_text} driver: {update}")
 
 
-def _runnable_on(driver_cuda: tuple[int, int], context: ExplainContext) -> str:
+def _runnable_on(driver_cuda: CudaVersion, context: ExplainContext) -> str:
     """The spec's targets (else released builds) a driver of this CUDA runs: fully first, then minor-version."""
     machine = Machine(driver_version=None, driver_cuda=driver_cuda, capabilities=context.machine.capabilities)
     if context.targets:
@@ -1394,7 +1452,7 @@ def _runnable_on(driver_cuda: tuple[int, int], context: ExplainContext) -> str:
     for how, note in (("runs", ""), ("minor", " (minor-version compatibility: no PTX JIT)")):
         fitting = [(line, latest, cuda) for line, latest, cuda, said in builds if said == how]
         if fitting:
-            line, latest, cuda = max(fitting, key=lambda b: (version_tuple(b[0]), version_tuple(b[2])))
+            line, latest, cuda = max(fitting, key=lambda b: (version_tuple(b[0]), b[2]))
             words.append(f"torch {latest} with CUDA {cuda}{note}")
     return ", or ".join(words)
 
@@ -1408,7 +1466,7 @@ def _driver_insufficient(hit: Hit, context: ExplainContext) -> Refined:
         return Refined(message + "; on this host no driver answered at all", hit.text(hit.family.fix))
     if machine.driver_cuda is not None or machine.driver_version is not None:
         whose = "the log's driver" if machine.driver_from == "from the log" else "this host's driver"
-        said = f"{message}; {whose} supports CUDA {machine.driver_cuda[0]}.{machine.driver_cuda[1]}" \
+        said = f"{message}; {whose} supports CUDA {machine.driver_cuda}" \
             if machine.driver_cuda else f"{message}; {machine.driver_words()}"
         better = best_build_words(context)
         return Refined(said, f"use {better or 'a build this driver runs'}; or update the NVIDIA driver")
@@ -1423,8 +1481,8 @@ def _forward_compat(hit: Hit, context: ExplainContext) -> Refined:
     if machine.driver_version:
         message += f"; {machine.driver_words()}"
         if machine.driver_cuda and trusted_driver_cuda(machine, context.compat) is None:
-            message += (f": nvidia-smi reports the compatibility package's CUDA {machine.driver_cuda[0]}."
-                        f"{machine.driver_cuda[1]}, not the driver's own")
+            message += (f": nvidia-smi reports the compatibility package's CUDA {machine.driver_cuda}, "
+                        "not the driver's own")
         better = best_build_words(context)
         if better:
             fix += f"; a build this driver runs without the compatibility package: {better}"
@@ -1434,7 +1492,7 @@ def _forward_compat(hit: Hit, context: ExplainContext) -> Refined:
 @refines("explain.cuda.ptx-toolchain")
 def _ptx_toolchain(hit: Hit, context: ExplainContext) -> Refined:
     message = hit.text(hit.family.message)
-    toolkit, machine = context.facts.get("toolkit"), context.machine
+    toolkit, machine = context.facts.cuda("toolkit"), context.machine
     said = []
     if toolkit:
         said.append(f"the log's nvcc is CUDA {toolkit}")
@@ -1445,7 +1503,7 @@ def _ptx_toolchain(hit: Hit, context: ExplainContext) -> Refined:
     fix = hit.text(hit.family.fix)
     if toolkit and machine.knows_driver and driver_runs(machine, toolkit, context.compat) is None:
         fix = (f"{_update_driver_words(context, toolkit)} so it understands CUDA {toolkit} PTX, or build with a "
-               f"CUDA toolkit the driver supports (<= {machine.driver_cuda[0]}.{machine.driver_cuda[1]})"
+               f"CUDA toolkit the driver supports (<= {machine.driver_cuda})"
                if machine.driver_cuda else f"{_update_driver_words(context, toolkit)}; {fix}")
     return Refined(message, fix)
 
@@ -1491,8 +1549,9 @@ def _extension_cuda_mismatch(hit: Hit, context: ExplainContext) -> Refined:
     message = hit.text(hit.family.message)
     found, torch_cuda = hit.fields.get("found"), hit.fields.get("torch_cuda")
     fix = hit.text(hit.family.fix)
-    if found and torch_cuda and context.machine.knows_driver:
-        how = driver_runs(context.machine, found, context.compat)
+    found_cuda = cuda_from_text(found) if found else None
+    if found_cuda and torch_cuda and context.machine.knows_driver:
+        how = driver_runs(context.machine, found_cuda, context.compat)
         if how is None:
             fix = (f"install a CUDA {torch_cuda} toolkit and point CUDA_HOME at it (`conda install -c nvidia "
                    f"cuda-nvcc={torch_cuda}` or NVIDIA's installer); a torch built for CUDA {found} would not run on "

@@ -33,13 +33,14 @@ from builder.host.doctor import (
 )
 from builder.host.gpuinfo import GpuInfo
 from builder.spec.compat import CompatData, load_compat, version_tuple
-from builder.spec.gpus import capability_of, capability_of_model, parse_capability, sm_name
+from builder.spec.cuda import CudaVersion
+from builder.spec.fleet import HOST_FILE_VERSION, damaged_host_file, fleet_folder, read_host_file, recorded_gpu
+from builder.spec.gpus import capability_of, sm_name
 from builder.spec.model import EnvSpec, Route
 from builder.spec.target import Target
 from smoke.compat import arch_coverage
 from smoke.driver import DriverReading
 
-HOST_FILE_VERSION = 1
 RUNNABLE = (RUNS, MINOR_COMPAT)
 # How a runnable cell runs its kernels: machine code for the GPU, or PTX compiled on first use.
 NATIVE, PTX_JIT = "native", "ptx-jit"
@@ -77,20 +78,11 @@ def save_host(facts: HostFacts, path: Path, name: str | None = None) -> None:
 
 
 def load_host(path: Path) -> FleetHost:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the host file ({exc.strerror})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UsageError(f"{path}: not a host file (not JSON); write one with "
-                         f"`envbuild doctor --save {path}`") from None
-    if not isinstance(data, dict) or data.get("envbuild_host") != HOST_FILE_VERSION:
-        raise UsageError(f"{path}: not an envbuild host file (version {HOST_FILE_VERSION}); "
-                         f"write one with `envbuild doctor --save {path.name}` on that machine")
+    data = read_host_file(path)
     try:
         facts = facts_from_record(data)
     except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{path}: the host file is damaged ({type(exc).__name__}: {exc})") from None
+        raise damaged_host_file(path, exc) from None
     return FleetHost(name=str(data.get("name") or path.stem), gpus=facts.gpus, facts=facts)
 
 
@@ -107,7 +99,7 @@ def facts_from_record(data: dict[str, Any]) -> HostFacts:
                            version=engine.get("version"), api_version=engine.get("api_version"),
                            runtimes=tuple(engine.get("runtimes") or ())),
         container_toolkit=dict(toolkit.get("executables") or {}),
-        driver=DriverReading(source=driver.get("source"), cuda=parse_capability(cuda) if cuda else None,
+        driver=DriverReading(source=driver.get("source"), cuda=_recorded_cuda(cuda) if cuda else None,
                              driver_version=driver.get("version"), notes=list(driver.get("notes") or [])),
         gpus=tuple(_gpu_from_record(gpu) for gpu in data.get("gpus") or ()),
         cuda_visible_devices=data.get("cuda_visible_devices"),
@@ -115,13 +107,19 @@ def facts_from_record(data: dict[str, Any]) -> HostFacts:
     )
 
 
+def _recorded_cuda(text: str) -> tuple[int, int]:
+    """The CUDA version a host file recorded for its driver (`12.10` is not 12.1); ValueError when damaged."""
+    try:
+        cuda = CudaVersion.parse(text)
+    except UsageError as exc:
+        raise ValueError(exc.message) from None
+    return cuda.major, cuda.minor
+
+
 def _gpu_from_record(gpu: dict[str, Any]) -> GpuInfo:
-    capability = gpu.get("capability")
-    name = str(gpu.get("name") or "")
+    index, name, capability = recorded_gpu(gpu)
     return GpuInfo(
-        index=int(gpu["index"]), name=name, uuid=gpu.get("uuid"), bus_id=gpu.get("bus_id"),
-        # nvidia-smi's table shows no capability; the model name often tells it
-        capability=parse_capability(capability) if capability else capability_of_model(name),
+        index=index, name=name, uuid=gpu.get("uuid"), bus_id=gpu.get("bus_id"), capability=capability,
         memory_free=gpu.get("memory_free"), memory_total=gpu.get("memory_total"), utilization=gpu.get("utilization"),
     )
 
@@ -142,7 +140,7 @@ def host_paths(paths: tuple[Path, ...] | list[Path]) -> list[Path]:
 
 def spec_hosts(spec: EnvSpec) -> list[FleetHost]:
     """The spec's `fleet:` entries as hosts; host files are read relative to the spec's folder."""
-    base = spec.source.parent if spec.source else Path.cwd()
+    base = fleet_folder(spec)
     hosts = []
     for entry in spec.fleet:
         if entry.host is not None:
@@ -154,12 +152,6 @@ def spec_hosts(spec: EnvSpec) -> list[FleetHost]:
         gpu = GpuInfo(index=0, name=entry.gpu or "", capability=capability)
         hosts.append(FleetHost(entry.label, (gpu,), None, entry.count))
     return hosts
-
-
-def lowest_capability(spec: EnvSpec) -> tuple[int, int] | None:
-    """The oldest GPU architecture among the spec's fleet (None when no entry has a known one)."""
-    capabilities = [capability for host in spec_hosts(spec) for capability in host.capabilities]
-    return min(capabilities) if capabilities else None
 
 
 # --- verdicts (pure) ----------------------------------------------------------------------------
@@ -273,7 +265,7 @@ def _smallest_cover(targets: list[Target], hosts: list[FleetHost], cells: list[C
 
     def rank(combo: tuple[Target, ...]) -> tuple[int, tuple[int, ...]]:
         native = sum(1 for t in combo for h in coverable if (cell := runs.get((t.key, h))) and cell.how == NATIVE)
-        return native, tuple(sorted((n for t in combo for n in version_tuple(t.cuda or "0")), reverse=True))
+        return native, tuple(sorted((n for t in combo if t.cuda for n in (t.cuda.major, t.cuda.minor)), reverse=True))
 
     for size in range(1, len(targets) + 1):
         combos = [combo for combo in itertools.combinations(targets, size)
@@ -284,7 +276,7 @@ def _smallest_cover(targets: list[Target], hosts: list[FleetHost], cells: list[C
 
 
 def nearest_builds(capability: tuple[int, int], compat: CompatData, routes: tuple[Route, ...] = tuple(Route),
-                   driver_cuda: tuple[int, int] | None = None) -> list[tuple[str, str, Route]]:
+                   driver_cuda: tuple[int, int] | None = None) -> list[tuple[str, CudaVersion, Route]]:
     """Per route, the newest released torch (projections only when nothing released fits) and its newest
     CUDA whose build has kernels for `capability` (and a CUDA major the driver runs, when known)."""
     found = []
@@ -292,10 +284,10 @@ def nearest_builds(capability: tuple[int, int], compat: CompatData, routes: tupl
         candidates = [(release, cuda) for release in compat.releases()
                       for cuda in release.cuda_variants(route)
                       if arch_coverage(release.archs_for(route, cuda), capability).covered
-                      and (driver_cuda is None or version_tuple(cuda)[0] <= driver_cuda[0])]
+                      and (driver_cuda is None or cuda.major <= driver_cuda[0])]
         released = [c for c in candidates if c[0].confidence != "projected"] or candidates
         if released:
-            release, cuda = max(released, key=lambda c: (version_tuple(c[0].line), version_tuple(c[1])))
+            release, cuda = max(released, key=lambda c: (version_tuple(c[0].line), c[1]))
             found.append((release.line, cuda, route))
     return found
 

@@ -52,32 +52,33 @@ def nvml_snapshot() -> list[dict[str, Any]] | None:
             return None
         try:
             return [_device_snapshot(pynvml, index) for index in range(pynvml.nvmlDeviceGetCount())]
-        except Exception:
+        except pynvml.NVMLError:
             return None
 
 
 def _device_snapshot(pynvml: Any, index: int) -> dict[str, Any]:
+    def answer(query: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return query(*args)
+        except pynvml.NVMLError:  # NVMLError_NotSupported and friends: that fact is unknown, the rest still counts
+            return None
+
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-    memory = _answer(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
+    memory = answer(pynvml.nvmlDeviceGetMemoryInfo, handle)
+    pci = answer(pynvml.nvmlDeviceGetPciInfo, handle)
+    utilization = answer(pynvml.nvmlDeviceGetUtilizationRates, handle)
     return {
         "index": index,
         "name": pynvml.nvmlDeviceGetName(handle),
-        "uuid": _answer(lambda: pynvml.nvmlDeviceGetUUID(handle)),
-        "pci_bus_id": _answer(lambda: pynvml.nvmlDeviceGetPciInfo(handle).busId),
-        "cuda_compute_capability": _answer(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
+        "uuid": answer(pynvml.nvmlDeviceGetUUID, handle),
+        "pci_bus_id": None if pci is None else pci.busId,
+        "cuda_compute_capability": answer(pynvml.nvmlDeviceGetCudaComputeCapability, handle),
         "memory": None if memory is None else {"free": memory.free, "total": memory.total},
-        "utilization_gpu": _answer(lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+        "utilization_gpu": None if utilization is None else utilization.gpu,
         "processes": [{"pid": process.pid, "used_memory": process.usedGpuMemory,
-                       "name": _answer(lambda: pynvml.nvmlSystemGetProcessName(process.pid))}
-                      for process in _answer(lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle)) or []],
+                       "name": answer(pynvml.nvmlSystemGetProcessName, process.pid)}
+                      for process in answer(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []],
     }
-
-
-def _answer(query: Callable[[], Any]) -> Any:
-    try:
-        return query()
-    except Exception:  # NVMLError_NotSupported and friends: that fact is unknown, the rest still counts
-        return None
 
 
 def _text(value: Any) -> str | None:
@@ -109,14 +110,14 @@ def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
     """GPUs from nvidia-smi (its query, else its table: no UUID nor compute capability there), memory in MiB."""
     gpus = []
     for row in rows:
-        known = row.memory_total_mib is not None and row.memory_used_mib is not None
+        total, used = row.memory_total_mib, row.memory_used_mib
         gpus.append(GpuInfo(
             index=row.index,
             name=row.name,
             uuid=row.uuid,
             bus_id=row.bus_id,
             capability=row.compute_capability,
-            memory_free=(row.memory_total_mib - row.memory_used_mib) * MIB if known else None,  # type: ignore[operator]
+            memory_free=(total - used) * MIB if total is not None and used is not None else None,
             memory_total=row.memory_total_mib * MIB if row.memory_total_mib is not None else None,
             utilization=row.utilization_percent,
         ))

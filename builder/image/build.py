@@ -21,6 +21,7 @@ from builder.engine import (  # noqa: F401  (re-exported: callers that predate b
     docker_client,
     engine_address,
     engine_error,
+    engine_failures,
     unpullable_base,
 )
 from builder.errors import EnvbuildError, UsageError
@@ -179,7 +180,7 @@ def _remove_containers(client, ids: Iterable[str]) -> None:
     for container_id in ids:
         try:
             client.api.remove_container(container_id, force=True)
-        except Exception:
+        except engine_failures():
             pass  # already gone: rm/forcerm did it
 
 
@@ -204,24 +205,25 @@ def build_image(
         )
         for chunk in stream:
             log.feed(chunk)
-    except KeyboardInterrupt:  # Ctrl-C, and SIGTERM through proc.signals_as_interrupt
+    except BaseException as exc:  # whatever stopped it, the builder's containers go
         _remove_containers(client, log.containers)
-        raise EnvbuildError(f"{context.target.key}: build interrupted; nothing was tagged") from None
-    except EnvbuildError:
+        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, and SIGTERM through proc.signals_as_interrupt
+            raise EnvbuildError(f"{context.target.key}: build interrupted; nothing was tagged") from None
+        if isinstance(exc, engine_failures()):
+            raise engine_error(exc, what) from None
         raise
-    except Exception as exc:
-        _remove_containers(client, log.containers)
-        raise engine_error(exc, what) from None
-    if log.error or not log.image_id:
+    image_id = log.image_id
+    if log.error or not image_id:
         _remove_containers(client, log.containers)
         raise EnvbuildError(build_failure(context, log))
     tags = image_tags(context)
-    replaced = {_image_id(client, tag) for tag in tags} - {None, log.image_id}
+    before = [_image_id(client, tag) for tag in tags]  # what the tags name until they move
+    replaced = {old for old in before if old is not None and old != image_id}
     for tag in tags:
         repository, _, name = tag.rpartition(":")
-        client.api.tag(log.image_id, repository, name)
+        client.api.tag(image_id, repository, name)
     _drop_untagged(client, replaced)
-    result = inspect_result(client, context, log.image_id, tags)
+    result = inspect_result(client, context, image_id, tags)
     result.seconds = time.monotonic() - started
     return result
 
@@ -229,7 +231,7 @@ def build_image(
 def _image_id(client, reference: str) -> str | None:
     try:
         return client.api.inspect_image(reference)["Id"]
-    except Exception:
+    except engine_failures():  # ImageNotFound: the tag names nothing yet
         return None
 
 
@@ -242,7 +244,7 @@ def _drop_untagged(client, image_ids: Iterable[str]) -> None:
             if client.api.inspect_image(image_id).get("RepoTags"):
                 continue
             client.api.remove_image(image_id)
-        except Exception:
+        except engine_failures():
             pass
 
 
@@ -256,7 +258,7 @@ def _env_layer(client, image_id: str) -> tuple[int | None, str | None]:
                   or "#(nop) COPY" in h["CreatedBy"] or "#(nop) ADD" in h["CreatedBy"]]
     if len(made_layer) != len(layers):
         return None, None
-    for entry, diff_id in zip(made_layer, layers):
+    for entry, diff_id in zip(made_layer, layers, strict=True):
         if ENV_COPY.search(entry["CreatedBy"]):
             return int(entry["Size"]), diff_id
     return None, None
@@ -265,7 +267,7 @@ def _env_layer(client, image_id: str) -> tuple[int | None, str | None]:
 def _base_size(client, context: BuildContext) -> int | None:
     try:
         return int(client.api.inspect_image(context.target.runtime_image.reference)["Size"])
-    except Exception:
+    except engine_failures():  # ImageNotFound: its size is then unknown
         return None
 
 
@@ -305,7 +307,7 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
         for reference in made:
             try:
                 client.api.remove_image(reference, noprune=True)
-            except Exception:
+            except engine_failures():
                 continue  # the engine is gone: nothing more to undo from here
         if isinstance(exc, Exception):
             raise engine_error(exc, f"push to {registry}") from None
@@ -319,7 +321,7 @@ def pull_image(tag: str, registry: str, client=None) -> str:
     repository, name = remote_reference(registry, tag)
     try:
         client.images.pull(repository, tag=name)
-    except Exception as exc:  # the SDK's NotFound / APIError: one line with the engine's reason
+    except engine_failures() as exc:  # the SDK's NotFound / APIError: one line with the engine's reason
         reason = getattr(exc, "explanation", None) or str(exc)
         raise EnvbuildError(f"pull of {repository}:{name} failed: {reason}") from None
     return f"{repository}:{name}"

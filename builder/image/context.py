@@ -13,9 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import builder
 from builder.errors import EnvbuildError
+from builder.generated_files import write_owned_folder
 from builder.image.render import RenderedEnv, render_target, write_context
+from builder.lock.install import RUNS_ALONE_WITH, export_platform_plan
 from builder.lock.lockfile import CondaLock, lockfile_sha256, read_lock
+from builder.lock.targets import check_targets
 from builder.spec.target import Target
 
 IMAGE_PLATFORM_SUBDIR = {"linux/amd64": "linux-64", "linux/arm64": "linux-aarch64"}
@@ -40,9 +44,6 @@ def _installer_files(destination: Path) -> None:
     The builder image needs only a Python >= 3.10; py-rattler has no dependencies and is abi3."""
     import rattler
 
-    import builder
-    from builder.lock.install import RUNS_ALONE_WITH
-
     source = Path(builder.__file__).parent
     for name in RUNS_ALONE_WITH:
         (destination / "builder" / name).parent.mkdir(parents=True, exist_ok=True)
@@ -56,8 +57,6 @@ def make_context(target: Target, lock_path: Path, root: Path, image_platform: st
                  lock: CondaLock | None = None) -> BuildContext:
     """The build context under `root`. The lock is parsed once (here, unless the caller already read
     it) and that one value gives both the platform check and the install plan."""
-    from builder.lock.install import export_platform_plan
-
     subdir = IMAGE_PLATFORM_SUBDIR.get(image_platform)
     if subdir is None:
         raise EnvbuildError(f"--platform {image_platform}: envbuild builds linux/amd64 or linux/arm64 images")
@@ -100,9 +99,6 @@ def render_context(target: Target, out: Path, *, lock_root: Path | None = None,
     builds, from the target's fresh lock. Without one, only the rendered files, and a note why.
 
     Written whole or not at all, into a new folder or one envbuild wrote before and nobody changed."""
-    from builder.generated_files import write_owned_folder
-    from builder.lock.targets import check_targets
-
     checked = check_targets([target], lock_root=lock_root, solver=solver)[0]
     if checked.status == "fresh":
         write_owned_folder(out, lambda staging: make_context(target, checked.path, staging, image_platform),

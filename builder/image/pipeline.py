@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from builder.errors import EnvbuildError
@@ -18,16 +19,25 @@ from builder.spec.target import Target
 CONTEXT_PREFIX = "envbuild-context"
 
 
-def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: str | None = None) -> Path:
+@dataclass(frozen=True)
+class LockPolicy:
+    """Where a target's lock lives, and what a stale one means: lock it again (with `solver`), or fail (`frozen`)."""
+
+    lock_root: Path | None = None  # default: next to the spec, <env>/locks
+    frozen: bool = False
+    solver: str | None = None  # micromamba, mamba or conda; default: found on PATH, else envbuild's
+
+
+def ensure_lock(target: Target, locks: LockPolicy = LockPolicy()) -> Path:
     """The target's lockfile, fresh for its inputs; locked now when allowed, else a clear error."""
-    checked = check_targets([target], lock_root=lock_root, solver=solver)[0]
+    checked = check_targets([target], lock_root=locks.lock_root, solver=locks.solver)[0]
     if checked.status == "fresh":
-        return default_lock_dir(target, lock_root) / LOCK_FILE
-    if not relock:
+        return default_lock_dir(target, locks.lock_root) / LOCK_FILE
+    if locks.frozen:
         why = f" ({'; '.join(checked.reasons)})" if checked.reasons else ""
         raise EnvbuildError(f"{target.key}: the lock is {checked.status}{why}; run `envbuild lock` first "
                             "(or drop --frozen)")
-    result = lock_targets([target], lock_root=lock_root, solver=solver)[0]
+    result = lock_targets([target], lock_root=locks.lock_root, solver=locks.solver)[0]
     if result.status == "failed":
         raise EnvbuildError(f"{target.key}: lock failed: {failure_line(result.message)}")
     return result.path
@@ -36,10 +46,8 @@ def ensure_lock(target: Target, lock_root: Path | None, relock: bool, solver: st
 def build_target_image(
     target: Target,
     *,
-    lock_root: Path | None = None,
+    locks: LockPolicy = LockPolicy(),
     options: BuildOptions = BuildOptions(),
-    relock: bool = True,
-    solver: str | None = None,
     push: str | None = None,
     echo: Callable[[str], None] = lambda line: None,
     lock_path: Path | None = None,
@@ -51,7 +59,7 @@ def build_target_image(
     # A CA file that is not a certificate fails in a moment, not after a lock.
     checked_ca_files(target)
     if lock_path is None:
-        lock_path = ensure_lock(target, lock_root, relock, solver)
+        lock_path = ensure_lock(target, locks)
     root = Path(tempfile.mkdtemp(prefix=owned_name(CONTEXT_PREFIX) + f"{target.key}-"))
     try:
         context = make_context(target, lock_path, root / "context", options.platform)

@@ -17,9 +17,13 @@ from typing import Any
 
 import jinja2
 
+import smoke
 from builder import __version__
+from builder.errors import UsageError
+from builder.generated_files import write_owned_folder
 from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
+from builder.spec.cuda import CudaVersion, cuda_or_cpu
 from builder.spec.target import Target
 from builder.templates import environment
 
@@ -30,8 +34,6 @@ LAYER_EPOCH = 315532800
 
 
 def smoke_dir() -> Path:
-    import smoke
-
     return Path(smoke.__file__).resolve().parent
 
 
@@ -72,7 +74,7 @@ def _labels(target: Target, lock_hash: str | None) -> dict[str, str]:
         "io.envbuild.target": target.key,
         "io.envbuild.torch": target.torch,
         "io.envbuild.torchvision": target.torchvision or "",
-        "io.envbuild.cuda": target.cuda or "cpu",
+        "io.envbuild.cuda": cuda_or_cpu(target.cuda),
         "io.envbuild.python": target.python,
         "io.envbuild.route": target.route.value,
         "io.envbuild.min-driver": target.min_driver or "",
@@ -85,13 +87,13 @@ def _labels(target: Target, lock_hash: str | None) -> dict[str, str]:
     return dict(sorted((key, value) for key, value in labels.items() if value))
 
 
-def required_driver_cuda(cuda: str | None) -> str:
+def required_driver_cuda(cuda: CudaVersion | None) -> str:
     """NVIDIA_REQUIRE_CUDA for a CUDA X.Y build: `cuda>=X.0`. CUDA minor-version compatibility lets
     an X.Y build run on any X.* driver (the compat data's min_driver); requiring X.Y would make
     the container runtime refuse hosts where envbuild doctor and the smoke suite say it runs."""
     if not cuda:
         return ""
-    return f"cuda>={cuda.split('.')[0]}.0"
+    return f"cuda>={cuda.major_floor}"
 
 
 def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None) -> list[Block]:
@@ -105,7 +107,7 @@ def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None
             {
                 "require_cuda": required_driver_cuda(target.cuda),
                 "torch": target.torch,
-                "cuda": target.cuda or "cpu",
+                "cuda": cuda_or_cpu(target.cuda),
                 # the smoke check env.arch_flags compares this with what the installed torch was built for
                 "archs": " ".join(target.archs),
             },
@@ -157,8 +159,6 @@ def _tidy(text: str) -> str:
 
 def checked_ca_files(target: Target) -> tuple[Path, ...]:
     """The spec's CA files, each checked to be a PEM certificate (one UsageError line if not)."""
-    from builder.errors import UsageError
-
     base = target.spec.source.parent if target.spec.source else Path.cwd()
     files = []
     for name in target.spec.ca_certificates:
@@ -179,8 +179,6 @@ def check_ca_file(path: Path, shown: str) -> None:
     copy of the image), a DER file or anything else someone pointed --ca-cert at by mistake."""
     import base64
     import binascii
-
-    from builder.errors import UsageError
 
     try:
         with open(path, "rb") as handle:
@@ -218,6 +216,4 @@ def write_context(rendered: RenderedEnv, root: Path, extra: Mapping[str, bytes] 
 
 def render_to(rendered: RenderedEnv, out: Path) -> Path:
     """The rendered files alone (no lock yet): into a new folder, or one envbuild wrote before."""
-    from builder.generated_files import write_owned_folder
-
     return write_owned_folder(out, lambda staging: write_context(rendered, staging), "envbuild render")

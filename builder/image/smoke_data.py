@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.spec.compat import load_compat
+from builder.spec.cuda import cuda_json
 from builder.spec.target import Target
 
 # Where the suite looks for it, relative to the folder of the `smoke` package.
@@ -31,7 +32,7 @@ def smoke_data(target: Target | None = None) -> dict[str, Any]:
             "key": target.key,
             "torch": target.torch,
             "torchvision": target.torchvision,
-            "cuda": target.cuda,
+            "cuda": cuda_json(target.cuda),
             "cudnn": target.cudnn,
             "confidence": target.release.confidence,
         }

@@ -3,6 +3,10 @@
 The container is created, started, waited on with a timeout and always removed. GPUs are asked
 for through device_requests; an engine without the NVIDIA runtime refuses them at start, which
 is reported in one line and, unless GPUs are required, followed by a CPU-only run.
+
+The command line imports this module at start-up (its container options are shared flags), so the
+engine adapter, the GPU readings and the renderer are imported by the functions that use them: every
+other command would pay for them (about 80 ms) otherwise.
 """
 
 from __future__ import annotations
@@ -178,9 +182,11 @@ def _device_requests(request: GpuRequest) -> list:
 
 
 def _read_report(container) -> dict | None:
+    from builder.engine import engine_failures
+
     try:
         stream, _ = container.get_archive(f"{REPORT_DIR}/report.json")
-    except Exception:
+    except engine_failures():  # NotFound: the suite wrote none
         return None
     with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
         member = archive.extractfile("report.json")
@@ -223,7 +229,7 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
                  timeout: float = 900, client=None) -> SmokeRun:
     from docker.types import Ulimit
 
-    from builder.engine import container_labels, docker_client, engine_error, reap_stale_containers
+    from builder.engine import container_labels, docker_client, engine_error, engine_failures, reap_stale_containers
 
     check_gpu_request(container, require_gpus)
     client = client or docker_client()
@@ -239,54 +245,72 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
             created = client.containers.create(image, command=args, device_requests=requests or None,
                                                shm_size=container.shm_size, ulimits=limits or None, detach=True,
                                                labels=container_labels(SMOKE_RUN))
-        except Exception as exc:
+        except engine_failures() as exc:
             raise engine_error(exc, f"{image}: the smoke container") from None
         try:
-            try:
-                created.start()
-            except Exception as exc:
-                if NO_GPU_RUNTIME in str(exc) and requests:
-                    if require_gpus:
-                        raise EnvbuildError(
-                            f"{require_gpus} GPU(s) required but this engine has no NVIDIA runtime "
-                            "(install nvidia-container-toolkit and restart the engine)") from None
-                    notes.append("no NVIDIA container runtime on this engine: ran the CPU checks only")
-                    requests = []
-                    continue
-                if "rlimit" in str(exc):
-                    raise EnvbuildError(f"the engine refused a --ulimit: {exc}; drop it on this host") from None
-                raise engine_error(exc, f"{image}: the smoke container's start") from None
-            try:
-                created.wait(timeout=timeout)
-            except Exception as exc:
-                import requests as http  # not `requests`: that name holds the GPU device requests
-
-                if isinstance(exc, http.exceptions.ReadTimeout):
-                    raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped; "
-                                        "raise --timeout") from None
-                raise engine_error(exc, f"{image}: the smoke run") from None
-            data = _read_report(created)
-            if data is None:
-                logs = created.logs(tail=10).decode(errors="replace").strip().splitlines()
-                raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + " | ".join(logs[-5:]))
-            return SmokeRun.from_json(data, notes, time.monotonic() - started)
+            if not _start(created, image, require_gpus, with_gpus=bool(requests)):
+                notes.append("no NVIDIA container runtime on this engine: ran the CPU checks only")
+                requests = []
+                continue
+            _wait(created, image, timeout)
+            return SmokeRun.from_json(_suite_report(created, image), notes, time.monotonic() - started)
         finally:
             try:
                 created.remove(force=True)
-            except Exception:
+            except engine_failures():
                 pass  # the engine went away; the next run reaps it by its labels
+
+
+def _start(created, image: str, require_gpus: int, with_gpus: bool) -> bool:
+    """Start the suite's container; False when the engine has no NVIDIA runtime for the GPUs asked
+    and none are required (the caller then runs the CPU checks without them)."""
+    from builder.engine import engine_error, engine_failures
+
+    try:
+        created.start()
+    except engine_failures() as exc:
+        if NO_GPU_RUNTIME in str(exc) and with_gpus:
+            if require_gpus:
+                raise EnvbuildError(
+                    f"{require_gpus} GPU(s) required but this engine has no NVIDIA runtime "
+                    "(install nvidia-container-toolkit and restart the engine)") from None
+            return False
+        if "rlimit" in str(exc):
+            raise EnvbuildError(f"the engine refused a --ulimit: {exc}; drop it on this host") from None
+        raise engine_error(exc, f"{image}: the smoke container's start") from None
+    return True
+
+
+def _wait(created, image: str, timeout: float) -> None:
+    import requests
+
+    from builder.engine import engine_error, engine_failures
+
+    try:
+        created.wait(timeout=timeout)
+    except engine_failures() as exc:
+        if isinstance(exc, requests.exceptions.ReadTimeout):
+            raise EnvbuildError(f"{image}: the smoke suite ran past {timeout:.0f} s and was stopped; "
+                                "raise --timeout") from None
+        raise engine_error(exc, f"{image}: the smoke run") from None
+
+
+def _suite_report(created, image: str) -> dict:
+    data = _read_report(created)
+    if data is None:
+        logs = created.logs(tail=10).decode(errors="replace").strip().splitlines()
+        raise EnvbuildError(f"{image}: the smoke suite wrote no report: " + " | ".join(logs[-5:]))
+    return data
 
 
 def image_expectations(image: str, client=None) -> tuple[str | None, str | None]:
     """The torch and CUDA an envbuild image says it has (its labels)."""
-    from builder.engine import docker_client
+    from builder.engine import docker_client, engine_error, engine_failures, is_connection_loss
 
     client = client or docker_client()
     try:
         labels = client.api.inspect_image(image)["Config"].get("Labels") or {}
-    except Exception as exc:
-        from builder.engine import engine_error, is_connection_loss
-
+    except engine_failures() as exc:
         if is_connection_loss(exc):
             raise engine_error(exc, f"{image}: inspecting the image") from None
         raise EnvbuildError(f"no image {image!r} on this engine; build it with `envbuild image`, "

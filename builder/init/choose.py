@@ -23,7 +23,7 @@ from builder.init.lines import (
     python_minor,
     version_specifier,
 )
-from builder.init.read import Hint, Reading
+from builder.init.reading import Hint, Reading
 from builder.spec.compat import CompatData, TorchRelease, load_compat, paired_torchvision, version_tuple
 from builder.spec.model import DEFAULT_CHANNELS, NAME_PATTERN, URL_PATTERN, Route
 from builder.spec.target import default_pip_index
@@ -108,9 +108,14 @@ def _cuda_hint(reading: Reading, route: Route) -> CudaWish:
     return CudaWish(exact, tuple(hints), majors, tuple(r for _, r in reading.cuda_ranges))
 
 
+def _cuda_variants(release: TorchRelease, route: Route) -> list[str]:
+    """The release's CUDA builds on a route as text, as the file's CUDA hints are written."""
+    return [str(cuda) for cuda in release.cuda_variants(route)]
+
+
 def _variant(release: TorchRelease, route: Route, wish: CudaWish) -> str | None:
     """The CUDA variant of `release` on `route` that the wish leads to; None when it has none."""
-    variants = release.cuda_variants(route)
+    variants = _cuda_variants(release, route)
     if wish.exact == CPU:
         return CPU if route is not Route.PYTORCH_CHANNEL or variants else None
     if wish.exact not in (None, SOME_CUDA):
@@ -211,7 +216,7 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
                                        f"envbuild's compatibility data; {oldest.line} is the oldest it builds")
         return oldest.latest, oldest
     cuda_too_old = wish.exact not in (None, SOME_CUDA, CPU) and allowed and all(
-        version_tuple(wish.exact) < version_tuple(r.cuda_variants(route)[0]) for r in allowed)
+        version_tuple(wish.exact) < version_tuple(_cuda_variants(r, route)[0]) for r in allowed)
     python_too_old = python is not None and allowed and all(
         version_tuple(python) < version_tuple(r.python.min) for r in allowed)
     if cuda_too_old or python_too_old:
@@ -222,11 +227,11 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
                                        f"{_conditions(route, wish, python)}; {chosen.line} is the newest "
                                        "the line allows")
         return chosen.latest, chosen
-    if wish.exact not in (None, SOME_CUDA, CPU) and wish.exact not in compat.cuda \
-            and version_tuple(wish.exact) > max(version_tuple(c) for c in compat.cuda):
-        known_cuda = ", ".join(sorted(compat.cuda, key=version_tuple))
+    known_cuda = [str(cuda) for cuda in sorted(compat.cuda)]
+    if wish.exact not in (None, SOME_CUDA, CPU) and wish.exact not in known_cuda \
+            and version_tuple(wish.exact) > max(version_tuple(c) for c in known_cuda):
         raise reading.fail(f"{_cuda_entry(reading, wish)!r} names CUDA {wish.exact}, newer than any CUDA release "
-                           f"envbuild knows ({known_cuda}); fix the version and run `envbuild init` again")
+                           f"envbuild knows ({', '.join(known_cuda)}); fix the version and run `envbuild init` again")
     known = ", ".join(r.line for r in compat.releases())
     raise reading.fail(f"no torch release in envbuild's compatibility data fits {text!r} with "
                        f"{_conditions(route, wish, python)} (known: {known})")
@@ -256,7 +261,7 @@ def _choose_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchR
 
 def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str:
     variant = _variant(release, route, wish)
-    variants = release.cuda_variants(route)
+    variants = _cuda_variants(release, route)
     if variant is None and wish.exact not in (None, SOME_CUDA, CPU):
         if version_tuple(wish.exact) >= version_tuple(variants[0]):
             return wish.exact  # not too old, just not built: resolving the spec refuses it with the reason
@@ -424,6 +429,27 @@ def _channels(reading: Reading, route: Route, target: str) -> list[str] | None:
     return channels
 
 
+def _note_torch_choice(reading: Reading, torch: str, route: Route, wish: CudaWish) -> None:
+    """What the torch line led to, unless an assumption or an upgrade of torch already says so."""
+    torch_entry = _torch_entry(reading)
+    if any(n.entry == torch_entry and n.outcome in ("assumed", "upgraded") and n.reason.startswith("torch ")
+           for n in reading.notes):
+        return
+    said = [_hint_meaning(h) for h in wish.hints if h.entry == torch_entry]
+    reading.note(torch_entry, "derived", ", ".join([f"torch {torch}", f"route {route.value}", *said]))
+
+
+def _refuse_upgrades(reading: Reading, route: Route) -> None:
+    """A file older than what envbuild builds, refused with the nearest set it builds (which --upgrade writes)."""
+    upgrades = [n for n in reading.notes if n.outcome == "upgraded"]
+    if upgrades:
+        changes = "; ".join(re.split(r"[:,]", n.reason)[0] for n in upgrades)
+        raise reading.fail(
+            f"{upgrades[0].entry!r} is older than what envbuild builds; the nearest set it builds is {changes} "
+            f"(route {route.value}). Run `envbuild init --from {reading.source} --upgrade` to write that, each "
+            "change listed")
+
+
 def draft_from_environment(reading: Reading, name: str | None = None, compat: CompatData | None = None,
                            upgrade: bool = False) -> SpecDraft:
     """The spec data a reading leads to, with the notes of every decision. A file whose torch, CUDA or
@@ -442,18 +468,9 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
         _unpin_torch_pairs(reading, release)
     if reading.python and python_exact and python == python_exact:
         reading.note(reading.python.text, "derived", f"python: {python}")
-    torch_entry = _torch_entry(reading)
-    if not any(n.entry == torch_entry and n.outcome in ("assumed", "upgraded") and n.reason.startswith("torch ")
-               for n in reading.notes):
-        said = [_hint_meaning(h) for h in wish.hints if h.entry == torch_entry]
-        reading.note(torch_entry, "derived", ", ".join([f"torch {torch}", f"route {route.value}", *said]))
-    upgrades = [n for n in reading.notes if n.outcome == "upgraded"]
-    if upgrades and not upgrade:
-        changes = "; ".join(re.split(r"[:,]", n.reason)[0] for n in upgrades)
-        raise reading.fail(
-            f"{upgrades[0].entry!r} is older than what envbuild builds; the nearest set it builds is {changes} "
-            f"(route {route.value}). Run `envbuild init --from {reading.source} --upgrade` to write that, each "
-            "change listed")
+    _note_torch_choice(reading, torch, route, wish)
+    if not upgrade:
+        _refuse_upgrades(reading, route)
     if reading.exported:
         reading.note("(the whole file)", "assumed",
                      f"a `conda env export`: all {reading.conda_lines} installed packages were pinned there, so "
@@ -496,7 +513,7 @@ def starter_draft(name: str | None = None, compat: CompatData | None = None) -> 
         "torch": release.latest,
         "torchvision": release.torchvision_latest,
         "route": Route.CONDA_FORGE.value,
-        "targets": [{"cuda": release.cuda_variants(Route.CONDA_FORGE)[-1]}, {"cuda": CPU}],
+        "targets": [{"cuda": str(release.cuda_variants(Route.CONDA_FORGE)[-1])}, {"cuda": CPU}],
         "conda": ["numpy"],
         "pip": [],
     }

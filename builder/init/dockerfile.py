@@ -12,7 +12,7 @@ import re
 import shlex
 from pathlib import Path
 
-from builder.init.read import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
+from builder.init.reading import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 
 PYTORCH_IMAGE = re.compile(
     r"(?:docker\.io/)?pytorch/pytorch:(\d+\.\d+(?:\.\d+)?)-cuda(\d+\.\d+)-cudnn\d+-(?:runtime|devel)"
@@ -27,6 +27,8 @@ PIP_VALUE_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links
                    "--python", "--cache-dir", "--progress-bar", "--platform", "--python-version", "--only-binary",
                    "--no-binary", "--trusted-host"}
 CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file"}
+# What a `FROM pytorch/pytorch:...` line says: the line, its torch and its CUDA.
+ImageTorch = tuple[str, str, str]
 
 
 def read_dockerfile(path: Path) -> Reading:
@@ -36,7 +38,7 @@ def read_dockerfile(path: Path) -> Reading:
 def read_dockerfile_text(text: str, source: str) -> Reading:
     reading = Reading(source, kind="Dockerfile")
     args: dict[str, str] = {}
-    image_torch: tuple[str, str, str] | None = None  # (FROM line, torch, CUDA)
+    image_torch: ImageTorch | None = None
     ngc: str | None = None
     stages: set[str] = set()
     for instruction in _instructions(text):
@@ -48,36 +50,45 @@ def read_dockerfile_text(text: str, source: str) -> Reading:
             if sep:
                 args[name.strip()] = default.strip().strip("\"'")
         elif keyword == "FROM":
-            # each stage starts afresh; the last stage's base is the image that runs
-            image_torch, ngc = None, None
-            reading.weak_hints.clear()
-            words = rest.split()
-            image = words[0] if words else ""
-            if image and image not in stages:  # `FROM build` names an earlier stage, not an image
-                reading.base_images.append(image)
-            if len(words) >= 3 and words[1].lower() == "as":
-                stages.add(words[2])
-            torch_image = PYTORCH_IMAGE.fullmatch(image)
-            cuda_image = CUDA_IMAGE.fullmatch(image)
-            if torch_image:
-                image_torch = (f"FROM {image}", torch_image[1], torch_image[2])
-            elif cuda_image:
-                reading.weak_hints.append(Hint(f"FROM {image}", f"{int(cuda_image[1])}.{cuda_image[2]}"))
-            elif NGC_PYTORCH_IMAGE.fullmatch(image):
-                ngc = image
+            image_torch, ngc = _read_from(reading, rest, stages)
         elif keyword == "RUN":
             for command in re.split(r"&&|\|\||;", rest):
                 _read_command(reading, command.strip())
     if reading.pip_torch is None and reading.conda_torch is None:
-        if image_torch:
-            entry, torch, cuda = image_torch
-            read_pip_text(reading, f"torch=={torch}", entry=entry)
-            reading.hints.append(Hint(entry, cuda))
-            reading.note(entry, "assumed", "route pip: the image's torch becomes the PyTorch index's wheel for "
-                                           "the same CUDA (envbuild builds its own environment)")
-        elif ngc:
-            reading.ngc_image = ngc  # refused when the spec is decided, read as it is by lint
+        _read_base_image_torch(reading, image_torch, ngc)
     return reading
+
+
+def _read_from(reading: Reading, rest: str, stages: set[str]) -> tuple[ImageTorch | None, str | None]:
+    """A FROM line starts a stage afresh (the last stage's base is the image that runs): its base image,
+    and the torch it says (a pytorch/pytorch image, or an NGC one); an nvidia/cuda image is a weak hint."""
+    reading.weak_hints.clear()
+    words = rest.split()
+    image = words[0] if words else ""
+    if image and image not in stages:  # `FROM build` names an earlier stage, not an image
+        reading.base_images.append(image)
+    if len(words) >= 3 and words[1].lower() == "as":
+        stages.add(words[2])
+    torch_image = PYTORCH_IMAGE.fullmatch(image)
+    cuda_image = CUDA_IMAGE.fullmatch(image)
+    if torch_image:
+        return (f"FROM {image}", torch_image[1], torch_image[2]), None
+    if cuda_image:
+        reading.weak_hints.append(Hint(f"FROM {image}", f"{int(cuda_image[1])}.{cuda_image[2]}"))
+        return None, None
+    return None, image if NGC_PYTORCH_IMAGE.fullmatch(image) else None
+
+
+def _read_base_image_torch(reading: Reading, image_torch: ImageTorch | None, ngc: str | None) -> None:
+    """A file whose lines install no torch runs its base image's."""
+    if image_torch:
+        entry, torch, cuda = image_torch
+        read_pip_text(reading, f"torch=={torch}", entry=entry)
+        reading.hints.append(Hint(entry, cuda))
+        reading.note(entry, "assumed", "route pip: the image's torch becomes the PyTorch index's wheel for "
+                                       "the same CUDA (envbuild builds its own environment)")
+    elif ngc:
+        reading.ngc_image = ngc  # refused when the spec is decided, read as it is by lint
 
 
 def _instructions(text: str) -> list[str]:

@@ -21,9 +21,12 @@ import yaml
 
 from builder.errors import UsageError
 from builder.findings import Finding, Location, RuleRegistry, Severity, sort_findings
+from builder.host.fleet import fleet_problems, spec_hosts
 from builder.init.lines import CPU, python_minor
-from builder.init.read import ML_PACKAGES, Reading, read_source
+from builder.init.read import read_source
+from builder.init.reading import ML_PACKAGES, Reading
 from builder.spec.model import EnvSpec, Route, load_spec, read_yaml_file
+from builder.spec.target import resolve_targets
 
 VAGUE_NAME = re.compile(r"^(env|environment|test|tmp|temp|myenv|new|base|default|foo|bar|venv)[-_]?\d*$")
 TORCH_CONDA_NAMES = {"pytorch", "torch", "pytorch-gpu", "pytorch-cpu", "pytorch-cuda", "libtorch"}
@@ -118,11 +121,11 @@ def legacy_with_conda_forge(subject: LintSubject) -> Iterator[Finding]:
                       "the legacy pytorch channel next to conda-forge's pytorch mixes two builds of torch and "
                       "their CUDA libraries", "drop `pytorch` from channels or use route pytorch-channel",
                       "channels")
-    if spec.route is Route.PYTORCH_CHANNEL and "conda-forge" in channels and "pytorch" in channels:
-        if channels.index("conda-forge") < channels.index("pytorch"):
-            yield finding(subject, "lint.channels.legacy-with-conda-forge", "warning",
-                          "conda-forge is listed before pytorch, so conda-forge's pytorch can win over the "
-                          "legacy channel's", "list pytorch and nvidia first", "channels")
+    if spec.route is Route.PYTORCH_CHANNEL and "conda-forge" in channels and "pytorch" in channels \
+            and channels.index("conda-forge") < channels.index("pytorch"):
+        yield finding(subject, "lint.channels.legacy-with-conda-forge", "warning",
+                      "conda-forge is listed before pytorch, so conda-forge's pytorch can win over the "
+                      "legacy channel's", "list pytorch and nvidia first", "channels")
 
 
 @LINT.rule("lint.channels.nvidia-above-conda-forge", "the nvidia channel outranks conda-forge")
@@ -205,8 +208,6 @@ def unresolvable_target(subject: LintSubject) -> Iterator[Finding]:
     """A spec can be well formed and still name a torch/CUDA pair no channel builds (`cuda: 12.65`)."""
     if subject.spec is None:
         return
-    from builder.spec.target import resolve_targets
-
     try:
         resolve_targets(subject.spec)
     except UsageError as exc:
@@ -220,9 +221,6 @@ def fleet_not_covered(subject: LintSubject) -> Iterator[Finding]:
     spec = subject.spec
     if spec is None or not spec.fleet:
         return
-    from builder.host.fleet import fleet_problems, spec_hosts
-    from builder.spec.target import resolve_targets
-
     try:
         targets = resolve_targets(spec)
     except UsageError:

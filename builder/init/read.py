@@ -1,101 +1,23 @@
 """Reading an environment file into a `Reading`: what its lines say, in file order, before anything is decided.
 
 environment.yml files are read key by key; requirements.txt, conda-lock.yml and Dockerfiles are read
-into the same `Reading`, so one set of decisions (`builder.init.choose`) serves every format.
+into the same `Reading` (their lines by builder/init/reading.py's readers), so one set of decisions
+(`builder.init.choose`) serves every format.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from typing import Any
 
 from builder.errors import UsageError
-from builder.init.lines import (
-    CONDA_TORCH,
-    CONDA_TORCH_FLAVOURS,
-    CPU,
-    CondaLine,
-    Note,
-    Outcome,
-    cuda_from_build,
-    cuda_from_tag,
-    cuda_from_version,
-    load_import_rules,
-    parse_conda_line,
-)
-from builder.spec.model import CHANNEL_PATTERN, PACKAGE_PATTERN, Route, read_yaml_file
+from builder.init.dockerfile import read_dockerfile
+from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
+from builder.spec.model import read_yaml_file
+from builder.userfile import MAX_SPEC_BYTES, read_capped
 
 TOP_LEVEL_READ = {"name", "channels", "dependencies", "prefix", "platforms"}
-
-
-@dataclass
-class Hint:
-    """One line's word on the CUDA target: a version, `cpu`, or `cuda` (some CUDA build)."""
-
-    entry: str
-    cuda: str
-
-
-@dataclass
-class Reading:
-    """What the lines say, gathered in file order before anything is decided."""
-
-    source: str
-    name: str | None = None
-    channels: list[str] = field(default_factory=list)
-    platforms: list[str] | None = None
-    python: CondaLine | None = None
-    conda_torch: CondaLine | None = None
-    pip_torch: Requirement | None = None
-    pip_torch_text: str | None = None
-    conda_torchvision: CondaLine | None = None
-    pip_torchvision: Requirement | None = None
-    pip_torchvision_text: str | None = None
-    hints: list[Hint] = field(default_factory=list)
-    pip_index_hints: list[Hint] = field(default_factory=list)
-    pip_index_urls: list[str] = field(default_factory=list)
-    legacy_markers: list[str] = field(default_factory=list)
-    conda_forge_markers: list[str] = field(default_factory=list)
-    conda: list[str] = field(default_factory=list)
-    pip: list[str] = field(default_factory=list)
-    notes: list[Note] = field(default_factory=list)
-    with_builds: int = 0
-    conda_lines: int = 0
-    exported: bool = False
-    nodefaults: bool = False
-    kind: str = "environment.yml"
-    ngc_image: str | None = None  # `FROM nvcr.io/nvidia/pytorch:...`: a torch no tag names
-    base_images: list[str] = field(default_factory=list)  # a Dockerfile's FROM images, as written
-    # Weaker than `hints`: a base image's CUDA (`FROM nvidia/cuda:12.1.0-...`) counts only when no line
-    # of the file says otherwise, because the torch wheel brings its own CUDA libraries.
-    weak_hints: list[Hint] = field(default_factory=list)
-    # `nvidia-nccl-cu12`, `cuml-cu11`: a CUDA major and nothing finer.
-    cuda_majors: list[tuple[str, str]] = field(default_factory=list)
-    # `cuda-version>=12.0`: a range the target's CUDA must fall in.
-    cuda_ranges: list[tuple[str, SpecifierSet]] = field(default_factory=list)
-    # A pip index that is not PyTorch's: the packages listed after it need it, and a spec cannot carry it.
-    foreign_pip_index: str | None = None
-    pip_requirements_seen: int = 0
-    pip_lines_seen: int = 0
-    # What lint reads about the file as written, before anything is dropped or added.
-    raw_channels: list[str] = field(default_factory=list)
-    conda_names: list[str] = field(default_factory=list)
-    pip_names: list[str] = field(default_factory=list)
-    has_pip_section: bool = False
-    unpinned: list[str] = field(default_factory=list)
-    locked_cuda: list[tuple[str, str]] = field(default_factory=list)  # (package, CUDA) from a lock's builds
-
-    def note(self, entry: str, outcome: Outcome, reason: str) -> None:
-        if Note(entry, outcome, reason) not in self.notes:  # the same index line on every requirement
-            self.notes.append(Note(entry, outcome, reason))
-
-    def fail(self, reason: str) -> UsageError:
-        return UsageError(f"{self.source}: {reason}")
 
 
 def read_environment(path: Path) -> Reading:
@@ -109,8 +31,6 @@ def read_source(path: Path) -> Reading:
     """Any file `envbuild init --from` takes, recognised by its name and then by its content."""
     kind = source_kind(path)
     if kind == "Dockerfile":
-        from builder.init.dockerfile import read_dockerfile  # it reads its lines with this module's readers
-
         return read_dockerfile(path)
     if kind == "requirements.txt":
         return read_requirements(path)
@@ -131,8 +51,6 @@ def source_kind(path: Path) -> str:
         return "environment.yml"
     if name.endswith(".txt") or name.startswith("requirements"):
         return "requirements.txt"
-    from builder.userfile import MAX_SPEC_BYTES, read_capped
-
     text = read_capped(path, MAX_SPEC_BYTES, "file envbuild init reads", UsageError).decode("utf-8", "replace")
     head = [line.strip() for line in text.splitlines()[:200]]
     meaningful = [line for line in head if line and not line.startswith("#")]
@@ -142,14 +60,6 @@ def source_kind(path: Path) -> str:
         return "environment.yml"
     raise UsageError(f"{path}: not a file envbuild init reads; give it {FORMATS} (recognised by name, "
                      "then by content)")
-
-
-def read_text_file(path: Path, kind: str) -> str:
-    """A file `init --from` reads, size-capped and as UTF-8 text, or one UsageError naming why not."""
-    from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
-
-    data = read_capped(path, MAX_SPEC_BYTES, kind, UsageError)
-    return decode(data, path, kind, UsageError, "save it as UTF-8")
 
 
 def read_requirements(path: Path) -> Reading:
@@ -170,15 +80,15 @@ def read_requirements_text(text: str, source: str) -> Reading:
     if conda_style * 2 > len(lines):
         reading.kind = "conda list"
         for line in lines:
-            _read_conda(reading, line)
+            read_conda_text(reading, line)
         return reading
     reading.has_pip_section = True
     for line in lines:
         requirement, options = _split_inline_options(line)
         for option in options:
-            _read_pip(reading, option)
+            read_pip_text(reading, option)
         if requirement:
-            _read_pip(reading, requirement)
+            read_pip_text(reading, requirement)
     return reading
 
 
@@ -216,15 +126,30 @@ def read_conda_lock_data(data: Any, source: str) -> Reading:
         raise reading.fail("a conda-lock.yml has a `package:` list of locked records; this one has none")
     metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     platforms = [str(p) for p in metadata.get("platforms") or []]
-    for channel in metadata.get("channels") or []:
-        url = channel.get("url") if isinstance(channel, dict) else channel
-        if isinstance(url, str):
-            _read_channels(reading, [url.rstrip("/").rsplit("/", 1)[-1] if "://" in url else url])
+    _read_locked_channels(reading, metadata.get("channels") or [])
     platform = "linux-64" if "linux-64" in platforms or not platforms else platforms[0]
     records = [p for p in packages if p.get("platform", platform) == platform]
     if platforms:
         reading.platforms = [platform]
     names = {str(p.get("name", "")).lower(): p for p in records if p.get("manager", "conda") == "conda"}
+    _read_locked_cuda(reading, records)
+    _read_locked_torch(reading, names, records)
+    _read_locked_versions(reading, names)
+    reading.note("(the whole file)", "assumed",
+                 f"a lock of {len(records)} {platform} packages, most of them dependencies: torch, its CUDA and "
+                 "Python were read; add the packages you asked for to `conda:`")
+    return reading
+
+
+def _read_locked_channels(reading: Reading, channels: Any) -> None:
+    for channel in channels:
+        url = channel.get("url") if isinstance(channel, dict) else channel
+        if isinstance(url, str):
+            read_channel_list(reading, [url.rstrip("/").rsplit("/", 1)[-1] if "://" in url else url])
+
+
+def _read_locked_cuda(reading: Reading, records: list[dict[str, Any]]) -> None:
+    """The CUDA each locked package was built for, as its build string or version says."""
     for record in records:
         name = str(record.get("name", "")).lower()
         build = _locked_build(record) or ""
@@ -234,27 +159,32 @@ def read_conda_lock_data(data: Any, source: str) -> Reading:
             reading.locked_cuda.append((name, cuda))
         elif name in ("cuda-version", "cudatoolkit", "cuda-cudart") and record.get("version"):
             reading.locked_cuda.append((name, str(record["version"])))
+
+
+def _read_locked_torch(reading: Reading, names: dict[str, dict[str, Any]], records: list[dict[str, Any]]) -> None:
+    """The locked conda torch as a line with its build and channel, else a pip torch by version."""
     for name in ("pytorch", "pytorch-gpu", "pytorch-cpu"):
         if name in names:
             record = names[name]
-            text = f"{name}={record.get('version')}" + (f"={_locked_build(record)}" if _locked_build(record) else "")
+            build = _locked_build(record)
+            text = f"{name}={record.get('version')}" + (f"={build}" if build else "")
             channel = _locked_channel(record)
-            _read_conda(reading, f"{channel}::{text}" if channel else text)
+            read_conda_text(reading, f"{channel}::{text}" if channel else text)
             break
     pip_torch = [p for p in records if p.get("manager") == "pip" and str(p.get("name", "")).lower() == "torch"]
     if "pytorch" not in names and pip_torch:
-        _read_pip(reading, f"torch=={pip_torch[0].get('version')}")
+        read_pip_text(reading, f"torch=={pip_torch[0].get('version')}")
+
+
+def _read_locked_versions(reading: Reading, names: dict[str, dict[str, Any]]) -> None:
+    """The locked versions that name the CUDA, the route and torchvision, and Python's."""
     for name in ("cuda-version", "cudatoolkit", "pytorch-cuda", "cpuonly", "torchvision"):
         if name in names:
-            _read_conda(reading, f"{name}={names[name].get('version')}")
+            read_conda_text(reading, f"{name}={names[name].get('version')}")
     python = names.get("python")
     abi = names.get("python_abi")
     if python or abi:
-        _read_conda(reading, f"python={(python or abi or {}).get('version')}")
-    reading.note("(the whole file)", "assumed",
-                 f"a lock of {len(records)} {platform} packages, most of them dependencies: torch, its CUDA and "
-                 "Python were read; add the packages you asked for to `conda:`")
-    return reading
+        read_conda_text(reading, f"python={(python or abi or {}).get('version')}")
 
 
 def _locked_build(record: dict[str, Any]) -> str | None:
@@ -272,308 +202,53 @@ def _locked_channel(record: dict[str, Any]) -> str | None:
 
 def read_environment_data(data: Any, source: str) -> Reading:
     reading = Reading(source)
-    if not isinstance(data, dict):
-        raise reading.fail("an environment.yml is a YAML mapping with `dependencies:` (and usually name, channels)")
-    dependencies = data.get("dependencies")
-    if not isinstance(dependencies, list) or not dependencies:
-        raise reading.fail("no `dependencies:` list, so there is nothing to import")
+    dependencies = _dependency_list(reading, data)
     if isinstance(data.get("name"), str):
         reading.name = data["name"]
     if "prefix" in data:
         reading.exported = True
         reading.note("prefix:", "dropped", "a folder on the machine that exported the env")
-    _read_channels(reading, data.get("channels"))
-    platforms = data.get("platforms")
-    if isinstance(platforms, list) and all(isinstance(p, str) for p in platforms):
-        reading.platforms = list(platforms)
-    elif platforms is not None:
-        reading.note(f"platforms: {platforms}", "unmapped", "not a list of conda platforms (e.g. linux-64)")
-    for key in data:
-        if key not in TOP_LEVEL_READ:
-            reason = ("envbuild specs set no environment variables; set them in your job or image"
-                      if key == "variables" else "not a key envbuild reads from an environment.yml")
-            reading.note(f"{key}:", "unmapped", reason)
+    read_channel_list(reading, data.get("channels"))
+    _read_platforms(reading, data.get("platforms"))
+    _note_unread_keys(reading, data)
     for item in dependencies:
-        if isinstance(item, str):
-            _read_conda(reading, item)
-        elif isinstance(item, dict) and set(item) == {"pip"} and isinstance(item["pip"], list):
-            reading.has_pip_section = True
-            for line in item["pip"]:
-                _read_pip(reading, str(line))
-        else:
-            reading.note(str(item), "unmapped", "not a package line or a `pip:` list")
+        _read_dependency(reading, item)
     if reading.conda_lines and reading.with_builds * 2 >= reading.conda_lines:
         reading.exported = True
     return reading
 
 
-def _read_channels(reading: Reading, channels: Any) -> None:
-    if channels is None:
-        return
-    if not isinstance(channels, list):
-        reading.note(f"channels: {channels}", "unmapped", "not a list of channels")
-        return
-    for channel in channels:
-        text = str(channel)
-        reading.raw_channels.append(text)
-        if text == "defaults":
-            reading.note("channels: defaults", "dropped",
-                         "Anaconda's channel set (its terms of service bind organisations); conda-forge "
-                         "carries the same packages")
-        elif text == "nodefaults":
-            reading.nodefaults = True
-        elif not re.fullmatch(CHANNEL_PATTERN, text) or len(text) > 300:
-            reading.note(f"channels: {text}", "unmapped", "not a channel name or URL envbuild accepts")
-        elif text not in reading.channels:
-            reading.channels.append(text)
+def _dependency_list(reading: Reading, data: Any) -> list[Any]:
+    if not isinstance(data, dict):
+        raise reading.fail("an environment.yml is a YAML mapping with `dependencies:` (and usually name, channels)")
+    dependencies = data.get("dependencies")
+    if not isinstance(dependencies, list) or not dependencies:
+        raise reading.fail("no `dependencies:` list, so there is nothing to import")
+    return dependencies
 
 
-# what pip's environment markers read on the machines envbuild builds for
-LINUX_MARKERS = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "platform_machine": "x86_64"}
-PLACEHOLDER = re.compile(r"@[A-Za-z_][A-Za-z0-9_]*@|\$\{?[A-Za-z_][A-Za-z0-9_]*|\{\{")
-# packages whose version decides the torch stack and its CUDA build: unpinned, each solve may differ
-ML_PACKAGES = {"pytorch", "torch", "torchvision", "torchaudio", "pytorch-gpu", "pytorch-cpu", "pytorch-cuda",
-               "cuda-version", "cudatoolkit", "xformers", "flash-attn", "tensorflow", "jax", "jaxlib", "cupy",
-               "transformers", "lightning", "pytorch-lightning"}
+def _read_platforms(reading: Reading, platforms: Any) -> None:
+    if isinstance(platforms, list) and all(isinstance(p, str) for p in platforms):
+        reading.platforms = list(platforms)
+    elif platforms is not None:
+        reading.note(f"platforms: {platforms}", "unmapped", "not a list of conda platforms (e.g. linux-64)")
 
 
-def _read_conda(reading: Reading, text: str) -> None:
-    line = parse_conda_line(text)
-    placeholder = PLACEHOLDER.search(text)
-    if placeholder:
-        name = text.strip().split()[0].split("::")[-1].lower() if text.strip() else text
-        reason = (f"{placeholder[0]!r} is a template placeholder that a generator fills in; run `envbuild init` "
-                  "on the generated file")
-        if name in CONDA_TORCH or name in CONDA_TORCH_FLAVOURS:
-            raise reading.fail(f"the torch line {text.strip()!r}: {reason}")
-        reading.note(text, "unmapped", reason)
-        return
-    if line is None:
-        reading.note(text, "unmapped", "not a conda package form envbuild reads (name, =version, =build)")
-        return
-    reading.conda_lines += 1
-    reading.with_builds += line.build is not None
-    reading.conda_names.append(line.name)
-    if line.version is None and line.name in ML_PACKAGES:
-        reading.unpinned.append(text)
-    name = line.name
-    if line.channel == "pytorch" or (line.channel == "nvidia" and name == "pytorch-cuda"):
-        reading.legacy_markers.append(text)
-    if name == "python":
-        reading.python = line
-    elif name in CONDA_TORCH or name in CONDA_TORCH_FLAVOURS:
-        _read_conda_torch(reading, line)
-    elif name == "torchvision":
-        reading.conda_torchvision = line
-        build_cuda = cuda_from_build(line.build)[0] if line.build else None
-        if build_cuda:
-            reading.hints.append(Hint(text, build_cuda))
-    elif name == "pytorch-cuda":
-        cuda = cuda_from_version(line.version)
-        if cuda is None:
-            reading.note(text, "unmapped", "pytorch-cuda without a X.Y version")
-        else:
-            reading.hints.append(Hint(text, cuda))
-        reading.legacy_markers.append(text)
-    elif name == "cpuonly":
-        reading.hints.append(Hint(text, CPU))
-        reading.legacy_markers.append(text)
-    elif name in ("cudatoolkit", "cuda-version"):
-        cuda = cuda_from_version(line.version)
-        wanted = _cuda_range(line.version)
-        if cuda is not None:
-            reading.hints.append(Hint(text, cuda))
-        elif wanted is not None:
-            reading.cuda_ranges.append((text, wanted))
-        elif name == "cudatoolkit":
-            reading.note(text, "dropped", "cudatoolkit without a version names no CUDA; the target pins CUDA")
-        else:
-            reading.note(text, "unmapped", "cuda-version without a X.Y version")
+def _note_unread_keys(reading: Reading, data: dict[str, Any]) -> None:
+    for key in data:
+        if key not in TOP_LEVEL_READ:
+            reason = ("envbuild specs set no environment variables; set them in your job or image"
+                      if key == "variables" else "not a key envbuild reads from an environment.yml")
+            reading.note(f"{key}:", "unmapped", reason)
+
+
+def _read_dependency(reading: Reading, item: Any) -> None:
+    """One item of `dependencies:`: a conda line or a `pip:` list."""
+    if isinstance(item, str):
+        read_conda_text(reading, item)
+    elif isinstance(item, dict) and set(item) == {"pip"} and isinstance(item["pip"], list):
+        reading.has_pip_section = True
+        for line in item["pip"]:
+            read_pip_text(reading, str(line))
     else:
-        _keep(reading, "conda", line.name, text, line.spec(), line.spec(with_version=False), line)
-
-
-def _cuda_range(version: str | None) -> SpecifierSet | None:
-    """`>=12.0`, `>=11.8,<13`: the CUDA versions a range allows; None when it is no range."""
-    if not version or not version.startswith(("<", ">", "!", "~")):
-        return None
-    try:
-        return SpecifierSet(version.replace(" ", ""))
-    except InvalidSpecifier:
-        return None
-
-
-def _read_conda_torch(reading: Reading, line: CondaLine) -> None:
-    if reading.conda_torch is not None:
-        reading.note(line.text, "dropped", f"torch is already given by {reading.conda_torch.text!r}")
-        return
-    reading.conda_torch = line
-    flavour = CONDA_TORCH_FLAVOURS.get(line.name)
-    if flavour:
-        reading.hints.append(Hint(line.text, flavour))
-        reading.conda_forge_markers.append(line.text)
-    if line.build:
-        cuda, family = cuda_from_build(line.build)
-        if cuda:
-            reading.hints.append(Hint(line.text, cuda))
-        if family is Route.PYTORCH_CHANNEL:
-            reading.legacy_markers.append(line.text)
-        elif family is Route.CONDA_FORGE:
-            reading.conda_forge_markers.append(line.text)
-    if line.channel == "conda-forge":
-        reading.conda_forge_markers.append(line.text)
-
-
-def _keep(reading: Reading, section: Literal["conda", "pip"], name: str, text: str, pinned: str,
-          unpinned: str, line: CondaLine | None = None) -> None:
-    rule = load_import_rules().rule_for(section, name)
-    chosen = pinned
-    if rule is not None and rule.action == "drop":
-        reading.note(text, "dropped", rule.reason)
-        return
-    if rule is not None and rule.action == "unpin" and pinned != unpinned:
-        reading.note(text, "unpinned", rule.reason)
-        chosen = unpinned
-    if not re.fullmatch(PACKAGE_PATTERN, chosen) or len(chosen) > 200:
-        reading.note(text, "unmapped", "not a package form an envbuild spec accepts")
-        return
-    if line is not None and line.channel and line.channel != "pytorch":
-        reading.note(text, "assumed", f"`{line.channel}::` left out: the spec's channels decide where it comes from")
-    target = reading.conda if section == "conda" else reading.pip
-    if chosen not in target:
-        target.append(chosen)
-
-
-def _read_pip(reading: Reading, text: str) -> None:
-    line = re.sub(r"\s+#.*$", "", text.strip())
-    reading.pip_lines_seen += 1
-    option = re.fullmatch(r"(--index-url|--extra-index-url|-i|--find-links|-f)[\s=]+(\S+)", line)
-    if option and option[1] in ("--find-links", "-f"):
-        reading.note(text, "dropped", "a find-links page; torch comes from the wheel index of the target's CUDA")
-        return
-    if option:
-        _read_pip_index(reading, text, option[2])
-        return
-    if re.match(r"(-e|--editable)\b", line):
-        reading.note(text, "unmapped", "an editable install of a folder; run it in your job once the env exists")
-        return
-    if re.match(r"(-r|--requirement|-c|--constraint)\b", line):
-        reading.note(text, "unmapped", "a requirements or constraints file; list its packages here instead")
-        return
-    if line.startswith("-"):
-        reading.note(text, "unmapped", "pip options other than an index URL have no place in a spec")
-        return
-    if re.match(r"(git\+|hg\+|svn\+|bzr\+|https?://|file:|\.|/|[\w.-]+/)", line):
-        reading.note(text, "unmapped", "a package from a URL or a folder; publish it to an index and pin it by version")
-        return
-    try:
-        requirement = Requirement(line)
-    except InvalidRequirement:
-        reading.note(text, "unmapped", "not a pip requirement")
-        return
-    if requirement.url and requirement.name.lower() == "torch":
-        raise reading.fail(f"{text.strip()!r} takes torch from a URL; pin it by version instead (torch==X.Y.Z, with "
-                           "a cuXYZ index or +cuXYZ tag for its CUDA) so envbuild can pick the wheel per target")
-    if requirement.url:
-        reading.note(text, "unmapped",
-                     "a package from a URL (name @ url); publish it to an index and pin it by version")
-        return
-    if requirement.marker is not None:
-        marker = str(requirement.marker)
-        variables = set(re.findall(r"[a-z_]+", re.sub(r"\"[^\"]*\"|'[^']*'", "", marker))) - {"and", "or", "in", "not"}
-        if variables - set(LINUX_MARKERS):
-            reading.note(text, "unmapped", "environment markers on the Python version or implementation (`; ...`) "
-                                           "have no place in a spec's pip list; pin what this env needs")
-            return
-        if not requirement.marker.evaluate(LINUX_MARKERS):
-            reading.note(text, "dropped", f"`{marker}` is false on Linux, where envbuild builds")
-            return
-        line = line.split(";", 1)[0].strip()
-        requirement = Requirement(line)
-        reading.note(text, "assumed", f"`{marker}` holds on Linux, where envbuild builds: kept without it")
-    name = requirement.name.lower().replace("_", "-")
-    reading.pip_names.append(name)
-    reading.pip_requirements_seen += 1
-    if not requirement.specifier and name in ML_PACKAGES:
-        reading.unpinned.append(text)
-    if reading.foreign_pip_index and name not in ("torch", "torchvision"):
-        reading.note(text, "dropped",
-                     f"it comes from {reading.foreign_pip_index}, an index a spec cannot carry; install it in your "
-                     "job (`pip install --extra-index-url ...`) or mirror it into your own index")
-        return
-    _read_cuda_wheel(reading, name, text, requirement)
-    if name == "torch":
-        if reading.pip_torch is None:
-            reading.pip_torch, reading.pip_torch_text = requirement, text
-            local = _local_tag(requirement)
-            if local:
-                cuda = cuda_from_tag(local)
-                if cuda:
-                    reading.hints.append(Hint(text, cuda))
-        return
-    if name == "torchvision":
-        reading.pip_torchvision, reading.pip_torchvision_text = requirement, text
-        return
-    compact = line.replace(" ", "")
-    without_local = re.sub(r"\+(cu\d+|cpu|rocm[0-9.]+)(?=$|,)", "", compact)
-    if without_local != compact:
-        reading.note(text, "unpinned", "the local tag is left out: the target's wheel index supplies the build")
-    _keep(reading, "pip", name, text, without_local, requirement.name)
-
-
-def _local_tag(requirement: Requirement) -> str | None:
-    for specifier in requirement.specifier:
-        if "+" in specifier.version:
-            return specifier.version.split("+", 1)[1]
-    return None
-
-
-def _read_cuda_wheel(reading: Reading, name: str, text: str, requirement: Requirement) -> None:
-    """NVIDIA's CUDA wheels name the CUDA they carry: `nvidia-cuda-runtime-cu12==12.1.105` is CUDA 12.1, and
-    any `*-cu12` wheel (nvidia-nccl-cu12, cuml-cu11, tensorrt-cu12) pins the CUDA major."""
-    major = re.search(r"-cu(\d{2})$", name)
-    if not major:
-        return
-    runtime = re.fullmatch(r"nvidia-cuda-(runtime|nvrtc|cupti)-cu\d{2}", name)
-    pins = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
-    toolkit = cuda_from_version(pins[0]) if runtime and pins else None
-    if toolkit and toolkit.split(".")[0] == major[1]:
-        reading.hints.append(Hint(text, toolkit))
-    else:
-        reading.cuda_majors.append((text, major[1]))
-
-
-def _read_pip_index(reading: Reading, text: str, url: str) -> None:
-    tag = url.rstrip("/").rsplit("/", 1)[-1]
-    cuda = cuda_from_tag(tag)
-    if cuda is None:
-        if reading.pip_lines_seen == 1 and reading.kind != "Dockerfile":
-            reading.note(text, "unmapped",
-                         "not a PyTorch wheel index (no /cuXYZ or /cpu at its end); an index for every package is "
-                         "pip's own configuration (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL), not the spec's")
-        else:
-            reading.foreign_pip_index = url
-            reading.note(text, "dropped",
-                         "not a PyTorch wheel index, and a spec carries no other index; the packages listed after "
-                         "it are left out with it (see their lines)")
-        return
-    reading.foreign_pip_index = None
-    reading.pip_index_hints.append(Hint(text, cuda))
-    reading.pip_index_urls.append(url)
-
-
-
-def read_channel_list(reading: Reading, channels: list[str]) -> None:
-    _read_channels(reading, channels)
-
-
-def read_conda_text(reading: Reading, text: str) -> None:
-    _read_conda(reading, text)
-
-
-def read_pip_text(reading: Reading, text: str, entry: str | None = None) -> None:
-    """One pip line; `entry` names where it came from when that is not the line itself (a base image)."""
-    _read_pip(reading, text)
-    if entry and reading.pip_torch is not None and reading.pip_torch_text == text:
-        reading.pip_torch_text = entry
-        reading.hints = [Hint(entry, h.cuda) if h.entry == text else h for h in reading.hints]
+        reading.note(str(item), "unmapped", "not a package line or a `pip:` list")

@@ -6,7 +6,7 @@ CUDA build per platform, the pip part left to the lock's pip stage (builder/lock
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,45 +29,44 @@ def _torch_conda_lines(target: Target, companions: Sequence[str] = ()) -> list[C
 
     `companions`: the spec's conda lines of packages built per CUDA (torchaudio, ...), pinned to
     the target's CUDA build next to torch's on every platform with CUDA."""
-    platform_info = load_platforms()
-    lines: list[CondaLine] = []
-    flavours = {p: target.uses_cuda_on(p) for p in target.platforms}
-    uniform = len(set(flavours.values())) == 1
-
-    def per_platform(make: Any) -> None:
-        if uniform:
-            lines.extend(CondaLine(spec) for spec in make(next(iter(flavours.values()))))
-            return
-        for platform, cuda in flavours.items():
-            selector = platform_info[platform].selector
-            lines.extend(CondaLine(spec, selector) for spec in make(cuda))
-
     if target.route is Route.CONDA_FORGE:
-        def conda_forge(cuda: bool) -> list[str]:
-            # The build string names its CUDA (cuda129_*): `cuda-version` alone also admits older
-            # builds (a cuda126 build needs cuda-version >=12.6,<13), which may win the solve.
-            build = f"{target.conda_forge_build_prefix}*" if cuda else "cpu*"
-            specs = [f"pytorch={target.torch}={build}"]
-            if cuda:
-                specs.append(f"cuda-version={target.cuda}")
-            # torchvision's CUDA builds all accept any cuda-version of their major: without its
-            # build pinned, a cuda126 torchvision can sit next to a cuda129 torch.
-            if target.torchvision:
-                specs.append(f"torchvision={target.torchvision}={build}")
-            specs += [pin_to_cuda_build(line, target.route, target.cuda) if cuda and target.cuda else line
-                      for line in companions]
-            return specs
+        return _per_platform(target, lambda cuda: _conda_forge_torch(target, cuda, companions))
+    if target.route is Route.PYTORCH_CHANNEL:
+        return _per_platform(target, lambda cuda: _pytorch_channel_torch(target, cuda))
+    return []
 
-        per_platform(conda_forge)
-    elif target.route is Route.PYTORCH_CHANNEL:
-        def legacy(cuda: bool) -> list[str]:
-            specs = [f"pytorch={target.torch}", f"pytorch-cuda={target.cuda}" if cuda else "cpuonly"]
-            if target.torchvision:
-                specs.append(f"torchvision={target.torchvision}")
-            return specs
 
-        per_platform(legacy)
-    return lines
+def _per_platform(target: Target, specs_for: Callable[[bool], list[str]]) -> list[CondaLine]:
+    """`specs_for(cuda)` once when every platform has CUDA (or none has); else per platform, behind its selector."""
+    flavours = {p: target.uses_cuda_on(p) for p in target.platforms}
+    if len(set(flavours.values())) == 1:
+        return [CondaLine(spec) for spec in specs_for(next(iter(flavours.values())))]
+    platform_info = load_platforms()
+    return [CondaLine(spec, platform_info[platform].selector)
+            for platform, cuda in flavours.items() for spec in specs_for(cuda)]
+
+
+def _conda_forge_torch(target: Target, cuda: bool, companions: Sequence[str]) -> list[str]:
+    # The build string names its CUDA (cuda129_*): `cuda-version` alone also admits older
+    # builds (a cuda126 build needs cuda-version >=12.6,<13), which may win the solve.
+    build = f"{target.conda_forge_build_prefix}*" if cuda else "cpu*"
+    specs = [f"pytorch={target.torch}={build}"]
+    if cuda:
+        specs.append(f"cuda-version={target.cuda}")
+    # torchvision's CUDA builds all accept any cuda-version of their major: without its
+    # build pinned, a cuda126 torchvision can sit next to a cuda129 torch.
+    if target.torchvision:
+        specs.append(f"torchvision={target.torchvision}={build}")
+    specs += [pin_to_cuda_build(line, target.route, target.cuda) if cuda and target.cuda else line
+              for line in companions]
+    return specs
+
+
+def _pytorch_channel_torch(target: Target, cuda: bool) -> list[str]:
+    specs = [f"pytorch={target.torch}", f"pytorch-cuda={target.cuda}" if cuda else "cpuonly"]
+    if target.torchvision:
+        specs.append(f"torchvision={target.torchvision}")
+    return specs
 
 
 def environment_context(target: Target) -> dict[str, Any]:

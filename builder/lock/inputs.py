@@ -14,15 +14,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from importlib import metadata, resources
-from pathlib import Path
+from importlib import metadata
 from typing import Any
 
 import yaml
 
 from builder.errors import EnvbuildError
 from builder.lock.environment import conda_environment_yml, environment_context
-from builder.lock.pip_part import PipPart
+from builder.lock.pip_part import PipPart, mapping_file
 from builder.spec.target import Target
 
 OWN_SOLVER = "envbuild-micromamba"
@@ -38,11 +37,6 @@ FIELD_TITLES = {
     "virtual_packages": "virtual packages",
     "solver": "solver",
 }
-
-
-def mapping_file() -> Path:
-    """conda-lock's PyPI-to-conda name table (it would fetch one from the network otherwise)."""
-    return Path(str(resources.files("builder").joinpath("data/pypi_to_conda.yaml")))
 
 
 def _minor(version: str) -> str:

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.errors import EnvbuildError
+from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, read_yaml
 
 
 class PackageHash(BaseModel):
@@ -74,8 +75,6 @@ READABLE_VERSIONS = (1, 2)
 
 def read_lock(path: Path) -> CondaLock:
     """Parse a conda-lock.yml; anything unreadable is one clear line, never a traceback."""
-    from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, read_yaml
-
     if not path.is_file():
         raise EnvbuildError(f"{path}: lockfile not found; run `envbuild lock` first")
     data = read_yaml(path, "lockfile", EnvbuildError, "the lockfile is corrupted; run `envbuild lock --force`",

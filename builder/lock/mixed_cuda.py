@@ -7,7 +7,13 @@ from __future__ import annotations
 import re
 
 from builder.lock.lockfile import CondaLock, LockedPackage
-from builder.spec.cuda_builds import digits, load_cuda_builds
+from builder.spec.cuda import CudaVersion
+from builder.spec.cuda_builds import load_cuda_builds
+
+
+def _without_dot(version: str) -> str:
+    """`12.9` -> `129`, as build strings write the CUDA of a locked package (read from its files, not parsed)."""
+    return version.replace(".", "")
 
 
 def cuda_of(package: LockedPackage) -> str | None:
@@ -15,7 +21,7 @@ def cuda_of(package: LockedPackage) -> str | None:
     of the packages built per CUDA)."""
     data = load_cuda_builds().checked
     if package.name in data.version_packages:
-        return digits(".".join(package.version.split(".")[:2]))
+        return _without_dot(".".join(package.version.split(".")[:2]))
     if package.name not in data.packages:
         return None
     if package.manager == "pip":
@@ -25,11 +31,11 @@ def cuda_of(package: LockedPackage) -> str | None:
     for pattern in patterns:
         found = re.search(pattern, subject)
         if found:
-            return digits(found.group(1))
+            return _without_dot(found.group(1))
     return None
 
 
-def mixed_cuda_builds(lock: CondaLock, expected: dict[str, str | None]) -> list[str]:
+def mixed_cuda_builds(lock: CondaLock, expected: dict[str, CudaVersion | None]) -> list[str]:
     """The locked packages whose CUDA is not the target's on their platform (`expected`: platform ->
     the target's CUDA there, None where it has none), one line per platform."""
     problems = []
@@ -38,7 +44,7 @@ def mixed_cuda_builds(lock: CondaLock, expected: dict[str, str | None]) -> list[
         wrong = []
         for package in lock.for_platform(platform):
             found = cuda_of(package)
-            if found is not None and found != (digits(want) if want else None):
+            if found is not None and found != (want.digits if want else None):
                 wrong.append(f"{package.name} {package.version} {package.build or ''}".rstrip()
                              + f" (CUDA {_dotted(found)})")
         if wrong:

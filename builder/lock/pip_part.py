@@ -20,9 +20,11 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 from builder.errors import EnvbuildError
+from builder.lock.lockfile import read_lock
 from builder.proc import ProcessTimeout, run
 from builder.yamlio import load_yaml
 
@@ -86,11 +88,15 @@ def uv_platform(platform: str, virtual_packages: Mapping[str, str]) -> tuple[str
     return UV_PLATFORMS[platform].format(glibc=minor), env
 
 
+def mapping_file() -> Path:
+    """The PyPI-to-conda name table, in conda-lock's format (builder/data/pypi_to_conda.yaml); the lock's
+    inputs hash it, since it decides which pip requirements conda's packages already meet."""
+    return Path(str(resources.files("builder").joinpath("data/pypi_to_conda.yaml")))
+
+
 @lru_cache(maxsize=1)
 def conda_to_pypi_names() -> dict[str, str]:
     """conda name -> PyPI name, from the table conda-lock reads the other way."""
-    from builder.lock.inputs import mapping_file
-
     table = load_yaml(mapping_file().read_text(encoding="utf-8")) or {}
     return {str(entry["conda_name"]): str(entry["pypi_name"]) for entry in table.values()}
 
@@ -201,8 +207,6 @@ def _normal(name: str) -> str:
 
 def previous_pins(lock_path: Path, keep_moving: Iterable[str]) -> dict[str, list[str]]:
     """Per platform, `name==version` of the pip packages an `--update` leaves where they are."""
-    from builder.lock.lockfile import read_lock
-
     moving = {_normal(name) for name in keep_moving}
     pins: dict[str, list[str]] = {}
     for package in read_lock(lock_path).package:

@@ -22,6 +22,7 @@ import yaml
 from builder.errors import EnvbuildError
 from builder.lock.inputs import OWN_SOLVER, LockInputs
 from builder.lock.pip_part import add_pip_part, previous_pins, without_pip_entries
+from builder.lock.solver_protocol import CACHE_ENV, SERVICE_ENV
 from builder.proc import exit_now, kill_group, lead_own_group_dying_with_parent, popen, signals_as_interrupt
 
 LOCK_FILE = "conda-lock.yml"
@@ -204,9 +205,6 @@ def solver_service(scratch: Path, solver: Path, needed: bool) -> Iterator[None]:
     """envbuild's own solver answers this run's solves from one process that reads each channel's
     repodata once (builder/lock/solver_shim.py, `serve`); the conda-lock children find it through the
     environment they inherit. Without it (a real conda, or it did not start) nothing changes."""
-    from builder.lock.solver_client import SERVICE_ENV
-    from builder.lock.solver_shim import CACHE_ENV
-
     if not needed or solver.name != OWN_SOLVER:
         yield
         return

@@ -11,15 +11,14 @@ import json
 import os
 import sys
 
-# conda-lock reads the last word of the first line and compares it with micromamba releases; 2.0.7
-# is the first whose `list` knows `--no-pip`, which conda-lock tries first.
-MICROMAMBA_COMPAT_VERSION = "2.0.8"
-SERVICE_ENV = "ENVBUILD_SOLVER_SERVICE"
-# What a solve reads from its environment: the platform, virtual packages, the solve timeout.
-FORWARDED_ENV = ("CONDA_", "ENVBUILD_SOLVE")
-# The reply waits for the solve: its timeout (the shim's ENVBUILD_SOLVE_TIMEOUT, 120 s by default) and a minute.
-SOLVE_TIMEOUT_ENV = "ENVBUILD_SOLVE_TIMEOUT"
-DEFAULT_SOLVE_TIMEOUT_S = 120.0
+from builder.lock.solver_protocol import (
+    DEFAULT_SOLVE_TIMEOUT_S,
+    FORWARDED_ENV,
+    SERVICE_ENV,
+    SOLVE_TIMEOUT_ENV,
+    version_text,
+)
+
 PR_SET_PDEATHSIG = 1
 SIGKILL = 9
 
@@ -36,15 +35,10 @@ def main() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(forwarded)
+    # Not at the top: the shim's imports are what a forwarded call saves (no import cycle here).
     from builder.lock.solver_shim import main as shim_main
 
     shim_main(args)
-
-
-def version_text() -> str:
-    from builder import __version__
-
-    return f"{MICROMAMBA_COMPAT_VERSION}\nenvbuild-micromamba {__version__}: conda-lock's solver calls only\n"
 
 
 def forward_to_service(args: list[str]) -> int | None:

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from builder import __version__
-from builder.lock.solver_client import (
+from builder.lock.solver_protocol import (
+    CACHE_ENV,
     DEFAULT_SOLVE_TIMEOUT_S,
     FORWARDED_ENV,
     MICROMAMBA_COMPAT_VERSION,
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
 
     from builder.lock import install as installer  # noqa: TC004
 
-CACHE_ENV = "ENVBUILD_RATTLER_CACHE"
 OVERRIDE_PREFIX = "CONDA_OVERRIDE_"
 # A conflict explanation conda-lock prints to the user: one screen, not a dump.
 MAX_EXPLANATION_LINES = 25

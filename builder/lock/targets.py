@@ -47,6 +47,7 @@ from builder.proc import (
     owned_name,
     remove_stale_folders,
 )
+from builder.spec.cuda import cuda_json
 from builder.spec.model import default_lock_folder
 from builder.spec.target import Target
 
@@ -328,7 +329,7 @@ def checked_info(job: Job) -> LockInfo:
     builds, counts = summarize(lock)
     return LockInfo(
         envbuild_version=__version__, input_hash=job.inputs.input_hash, env=target.name,
-        target=target.key, torch=target.torch, cuda=target.cuda, platforms=list(target.platforms),
+        target=target.key, torch=target.torch, cuda=cuda_json(target.cuda), platforms=list(target.platforms),
         channels=list(target.channels), pip_repositories=[target.pip_index] if target.pip_index else [],
         virtual_packages=job.inputs.virtual_packages, solver=job.solver.name,
         lockfile_sha256=lockfile_sha256(produced), torch_builds=builds, package_counts=counts,
@@ -490,7 +491,7 @@ def lock_targets(
         remove_stale_folders(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
         scratch = Path(tempfile.mkdtemp(prefix=owned_name(SCRATCH_PREFIX)))
         try:
-            for target, inputs in zip(targets, all_inputs):
+            for target, inputs in zip(targets, all_inputs, strict=True):
                 folder = default_lock_dir(target, lock_root)
                 try:
                     info = None if force or update else fresh_info(inputs, folder)

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from builder.spec.cuda import CudaVersion
 from builder.spec.model import Route
 from builder.yamlio import load_yaml
 
@@ -45,18 +46,18 @@ class TorchRelease(_Data):
     torchvision_latest: str = ""
     python: PythonRange
     released: str = ""
-    routes: dict[Route, list[str]]
-    cudnn: dict[str, str] = Field(default_factory=dict)
-    archs: dict[str, list[str]] = Field(default_factory=dict)  # the official wheels (pip, pytorch-channel)
+    routes: dict[Route, list[CudaVersion]]
+    cudnn: dict[CudaVersion, str] = Field(default_factory=dict)
+    archs: dict[CudaVersion, list[str]] = Field(default_factory=dict)  # the official wheels (pip, pytorch-channel)
     archs_checked: str = ""  # the day the wheel lists were last checked against their sources
-    conda_forge_archs: dict[str, list[str]] = Field(default_factory=dict)  # filled from the top-level table
+    conda_forge_archs: dict[CudaVersion, list[str]] = Field(default_factory=dict)  # filled from the top-level table
     confidence: Confidence = "projected"
     source: str = ""
 
-    def cuda_variants(self, route: Route) -> list[str]:
-        return sorted(self.routes.get(route, []), key=version_tuple)
+    def cuda_variants(self, route: Route) -> list[CudaVersion]:
+        return sorted(self.routes.get(route, []))
 
-    def archs_for(self, route: Route, cuda: str) -> list[str]:
+    def archs_for(self, route: Route, cuda: CudaVersion) -> list[str]:
         """The GPU architectures the build of this route and CUDA has kernels for (empty when unknown).
 
         conda-forge compiles its own list (the feedstock's TORCH_CUDA_ARCH_LIST), so its builds can run
@@ -66,7 +67,7 @@ class TorchRelease(_Data):
             return self.conda_forge_archs.get(cuda, [])
         return self.archs.get(cuda, [])
 
-    def builds(self) -> list[tuple[Route, str, list[str]]]:
+    def builds(self) -> list[tuple[Route, CudaVersion, list[str]]]:
         """Every (route, CUDA, arch list) this release was built for, oldest CUDA first."""
         return [(route, cuda, self.archs_for(route, cuda)) for route in Route for cuda in self.cuda_variants(route)]
 
@@ -88,10 +89,10 @@ class ArchList(_Data):
 
 class CompatData(_Data):
     schema_: int = Field(alias="schema")
-    minor_version_compat: dict[str, MinorCompat]
-    cuda: dict[str, CudaToolkit]
+    minor_version_compat: dict[str, MinorCompat]  # by CUDA major
+    cuda: dict[CudaVersion, CudaToolkit]
     torch: dict[str, TorchRelease]
-    conda_forge_archs: dict[str, ArchList] = Field(default_factory=dict)
+    conda_forge_archs: dict[CudaVersion, ArchList] = Field(default_factory=dict)
     base_images: dict[str, BaseImage]
 
     def release(self, torch_version: str) -> TorchRelease | None:
@@ -100,12 +101,12 @@ class CompatData(_Data):
     def releases(self) -> list[TorchRelease]:
         return sorted(self.torch.values(), key=lambda r: version_tuple(r.line))
 
-    def toolkit(self, cuda: str) -> CudaToolkit | None:
+    def toolkit(self, cuda: CudaVersion) -> CudaToolkit | None:
         return self.cuda.get(cuda)
 
-    def min_driver(self, cuda: str) -> str | None:
+    def min_driver(self, cuda: CudaVersion) -> str | None:
         """The oldest Linux driver that runs this CUDA runtime under minor-version compatibility."""
-        entry = self.minor_version_compat.get(cuda.split(".")[0])
+        entry = self.minor_version_compat.get(str(cuda.major))
         return entry.min_driver if entry else None
 
     def glibc_of(self, image: str) -> str | None:

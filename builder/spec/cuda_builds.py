@@ -12,6 +12,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
+from builder.spec.cuda import CudaVersion
 from builder.spec.model import Route
 from builder.yamlio import load_yaml
 
@@ -43,17 +44,12 @@ def load_cuda_builds() -> CudaBuilds:
     return CudaBuilds.model_validate(load_yaml(text))
 
 
-def digits(cuda: str) -> str:
-    """`12.9` -> `129`: how build strings and wheel tags write a CUDA version."""
-    return cuda.replace(".", "")
-
-
 def companion_names(route: Route) -> tuple[str, ...]:
     pins = load_cuda_builds().routes.get(route)
     return pins.companions if pins and pins.cuda_build else ()
 
 
-def pin_to_cuda_build(spec_line: str, route: Route, cuda: str) -> str:
+def pin_to_cuda_build(spec_line: str, route: Route, cuda: CudaVersion) -> str:
     """A conda spec line of a companion, its build pinned to this CUDA's (`torchaudio` ->
     `torchaudio[build=cuda129*]`); a line that already names a build is the spec's own choice."""
     from rattler import MatchSpec
@@ -61,7 +57,7 @@ def pin_to_cuda_build(spec_line: str, route: Route, cuda: str) -> str:
     pins = load_cuda_builds().routes[route]
     if MatchSpec(spec_line, strict=False).build is not None:
         return spec_line
-    return f"{spec_line}[build={pins.cuda_build.format(digits=digits(cuda))}]"
+    return f"{spec_line}[build={pins.cuda_build.format(digits=cuda.digits)}]"
 
 
 # `[channel::]name...`: only the name is read here, for every conda line the spec has; rattler's

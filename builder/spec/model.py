@@ -9,14 +9,29 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
-from pydantic_core import ErrorDetails
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetPydanticSchema,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, core_schema
 
 from builder.errors import UsageError
+from builder.spec.cuda import CPU, CudaVersion, cuda_or_cpu, target_key
 from builder.spec.gpus import capability_of
+from builder.userfile import read_yaml
+from builder.yamlio import SpecLoader
 
 # A conda MatchSpec or pip requirement as envbuild accepts it: a name, then version and build
 # constraints made of version characters and comparison operators. No spaces inside a constraint
@@ -28,7 +43,7 @@ PACKAGE_PATTERN = (
 )
 VERSION_PATTERN = r"^[0-9]+(\.[0-9]+){0,3}([a-z]+[0-9]*)?(\+[a-z0-9.]+)?$"
 PYTHON_PATTERN = r"^3\.[0-9]{1,2}$"
-CUDA_PATTERN = r"^([0-9]{2}\.[0-9]{1,2}|cpu)$"
+CUDA_PATTERN = r"^([1-9][0-9]\.(0|[1-9][0-9]?)|cpu)$"
 IMAGE_PATTERN = r"^[a-z0-9]+([._\-/:][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?$"
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 URL_PATTERN = r"^(https?|file)://[A-Za-z0-9._~:/?#@!$&'()*+,;=%\-\[\]]+$"
@@ -42,6 +57,22 @@ PackageSpec = Annotated[str, Field(pattern=PACKAGE_PATTERN, max_length=200)]
 Version = Annotated[str, Field(pattern=VERSION_PATTERN)]
 Platform = Annotated[str, Field(pattern=r"^(linux-64|linux-aarch64|osx-64|osx-arm64|win-64)$")]
 Channel = Annotated[str, Field(pattern=CHANNEL_PATTERN, max_length=300)]
+CaFiles = tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9_./\-]+\.(crt|pem)$")], ...]
+
+
+def _cuda_or_none(text: str) -> CudaVersion | None:
+    return None if text == CPU else CudaVersion.parse(text)
+
+
+def _target_cuda_schema(source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+    return core_schema.no_info_after_validator_function(
+        _cuda_or_none, core_schema.str_schema(pattern=CUDA_PATTERN),
+        serialization=core_schema.plain_serializer_function_ser_schema(cuda_or_cpu))
+
+
+# A target's `cuda:` is checked as text (so a bad one is reported like every other field), then held
+# typed: a CudaVersion, or None for the CPU target; it is written back as the same text.
+TargetCuda = Annotated[CudaVersion | None, GetPydanticSchema(_target_cuda_schema)]
 
 
 class Route(str, Enum):
@@ -88,7 +119,7 @@ class ContainerUser(StrictModel):
 class TargetSpec(StrictModel):
     """One CUDA target (`cuda: "12.6"`) or the CPU target (`cuda: cpu`), with optional overrides."""
 
-    cuda: Annotated[str, Field(pattern=CUDA_PATTERN)]
+    cuda: TargetCuda  # None for the CPU target
     torch: Version | None = None
     torchvision: Version | None = None
     route: Route | None = None
@@ -108,7 +139,7 @@ class TargetSpec(StrictModel):
 
     @property
     def key(self) -> str:
-        return "cpu" if self.cuda == "cpu" else f"cuda{self.cuda}"
+        return target_key(self.cuda)
 
 
 class FleetEntry(StrictModel):
@@ -163,7 +194,7 @@ class EnvSpec(StrictModel):
     conda: tuple[PackageSpec, ...] = ()
     pip: tuple[PackageSpec, ...] = ()
     images: Images = Images()
-    ca_certificates: tuple[Annotated[str, Field(pattern=r"^[A-Za-z0-9_./\-]+\.(crt|pem)$")], ...] = ()
+    ca_certificates: CaFiles = ()
     user: ContainerUser = ContainerUser()
     labels: dict[
         Annotated[str, Field(pattern=LABEL_KEY_PATTERN, max_length=128)],
@@ -213,13 +244,9 @@ def default_lock_folder(spec_file: Path | None, env_name: str) -> Path:
     return base / env_name / "locks"
 
 
-def cuda_key(cuda: str) -> str:
-    """`11.8` -> `cuda11.8`, `cpu` -> `cpu`: the name a target has in paths and tags."""
-    return "cpu" if cuda == "cpu" else f"cuda{cuda}"
-
-
-def _describe_error(source: str, error: ErrorDetails) -> str:
-    location = ".".join(str(part) for part in error["loc"]) or "(top level)"
+def _describe_error(source: str, error: ErrorDetails, field: str | None = None) -> str:
+    parts = (field, *error["loc"]) if field else error["loc"]
+    location = ".".join(str(part) for part in parts) or "(top level)"
     message = error["msg"]
     if error["type"] == "string_pattern_mismatch":
         message = "contains characters or a form that is not allowed"
@@ -243,12 +270,23 @@ def parse_spec(data: Any, source: str = "<spec>") -> EnvSpec:
         raise UsageError("; ".join(lines)) from None
 
 
+@cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
+def checked_value(kind: Any, data: Any, source: str, field: str) -> Any:
+    """A new value for one field of an already valid spec (from the command line), checked as that field
+    of the spec is, and refused with the same words; the rest of the spec is not validated again."""
+    try:
+        return _adapter(kind).validate_python(data)
+    except ValidationError as exc:
+        raise UsageError("; ".join(_describe_error(source, error, field) for error in exc.errors())) from None
+
+
 def read_yaml_file(path: Path, what: str) -> Any:
     """A user's YAML file (a spec, an environment.yml), or one clear line saying why it cannot be read.
     Floats keep the text they were written as (`cuda: 12.10` is not CUDA 12.1)."""
-    from builder.userfile import read_yaml
-    from builder.yamlio import SpecLoader
-
     return read_yaml(path, what, UsageError, f"give a {what} file as `envbuild init` writes it", loader=SpecLoader)
 
 

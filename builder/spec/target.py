@@ -24,7 +24,9 @@ from builder.spec.compat import (
     release_line,
     version_tuple,
 )
-from builder.spec.model import EnvSpec, ImageRef, Route, TargetSpec
+from builder.spec.cuda import CudaVersion, TargetId, cuda_json, cuda_or_cpu
+from builder.spec.fleet import lowest_capability
+from builder.spec.model import CaFiles, EnvSpec, ImageRef, Images, Route, TargetSpec, checked_value
 from builder.yamlio import load_yaml
 
 
@@ -57,7 +59,7 @@ class Sources:
 class Target:
     spec: EnvSpec
     key: str  # "cuda11.8" or "cpu"
-    cuda: str | None  # None for the CPU target
+    cuda: CudaVersion | None  # None for the CPU target
     torch: str
     torchvision: str | None
     python: str
@@ -97,7 +99,7 @@ class Target:
     @property
     def conda_forge_build_prefix(self) -> str:
         """How conda-forge's pytorch build strings start for this CUDA (`cuda129`), or `cpu`."""
-        return f"cuda{self.cuda.replace('.', '')}" if self.cuda else "cpu"
+        return f"cuda{self.cuda.digits}" if self.cuda else "cpu"
 
     @property
     def pip_tag(self) -> str:
@@ -113,7 +115,7 @@ class Target:
         if info.glibc and self.glibc:
             packages["__glibc"] = self.glibc
         if self.uses_cuda_on(platform):
-            packages["__cuda"] = self.cuda  # type: ignore[assignment]
+            packages["__cuda"] = str(self.cuda)
             if self.cuda_arch:
                 packages["__cuda_arch"] = self.cuda_arch
         return dict(sorted(packages.items()))
@@ -132,21 +134,22 @@ def default_pip_index() -> str:
 
 def _fail(spec: EnvSpec, target: TargetSpec, reason: str) -> UsageError:
     source = spec.source or spec.name
-    return UsageError(f"{source}: target {target.cuda}: {reason}")
+    return UsageError(f"{source}: target {cuda_or_cpu(target.cuda)}: {reason}")
 
 
-def _check_cuda(compat: CompatData, release: TorchRelease, route: Route, cuda: str) -> str | None:
+def _not_on_legacy_channel(compat: CompatData, release: TorchRelease) -> str:
+    last = [r.line for r in compat.releases() if r.cuda_variants(Route.PYTORCH_CHANNEL)]
+    hint = f"; its last release there is {last[-1]}" if last else ""
+    return f"torch {release.line} is not on the legacy pytorch channel{hint}; use route conda-forge or pip"
+
+
+def _check_cuda(compat: CompatData, release: TorchRelease, route: Route, cuda: CudaVersion) -> str | None:
     """Why this torch line has no build for this CUDA on this route, with the nearest valid choices."""
     variants = release.cuda_variants(route)
     if cuda in variants:
         return None
     if route is Route.PYTORCH_CHANNEL and not variants:
-        last = [r.line for r in compat.releases() if r.cuda_variants(Route.PYTORCH_CHANNEL)]
-        hint = f"; its last release there is {last[-1]}" if last else ""
-        return (
-            f"torch {release.line} is not on the legacy pytorch channel{hint}; "
-            "use route conda-forge or pip"
-        )
+        return _not_on_legacy_channel(compat, release)
     with_cuda = [r.line for r in compat.releases() if cuda in r.cuda_variants(route)]
     reason = f"torch {release.line} has no CUDA {cuda} build on route {route.value}"
     if with_cuda:
@@ -155,7 +158,7 @@ def _check_cuda(compat: CompatData, release: TorchRelease, route: Route, cuda: s
             reason += f"; the last with {cuda} is {later[-1]}"
         else:
             reason += f"; the first with {cuda} is {with_cuda[0]}"
-    choices = ", ".join(variants) if variants else "none (CPU only)"
+    choices = ", ".join(str(v) for v in variants) if variants else "none (CPU only)"
     return f"{reason}; CUDA targets for {release.line}: {choices}"
 
 
@@ -199,10 +202,10 @@ def _check_python(spec: EnvSpec, target: TargetSpec, release: TorchRelease) -> N
 def _toolkit(spec: EnvSpec, target: TargetSpec, compat: CompatData, release: TorchRelease,
              route: Route) -> CudaToolkit | None:
     """The CUDA toolkit row of a CUDA target (None for CPU), once this torch line has that build."""
-    cuda = None if target.cuda == "cpu" else target.cuda
+    cuda = target.cuda
     if cuda is None:
         if route is Route.PYTORCH_CHANNEL and not release.cuda_variants(route):
-            raise _fail(spec, target, _check_cuda(compat, release, route, "cpu") or "")
+            raise _fail(spec, target, _not_on_legacy_channel(compat, release))
         return None
     reason = _check_cuda(compat, release, route, cuda)
     if reason:
@@ -219,7 +222,7 @@ def _target_platforms(spec: EnvSpec, target: TargetSpec, route: Route) -> tuple[
     unknown = [p for p in platforms if p not in known]
     if unknown:
         raise _fail(spec, target, f"unknown platform {unknown[0]}; known: {', '.join(known)}")
-    if route is Route.PIP and target.cuda != "cpu":
+    if route is Route.PIP and target.cuda is not None:
         cpu_only = [p for p in platforms if not known[p].cuda]
         if cpu_only:
             raise _fail(
@@ -267,7 +270,7 @@ def resolve_target(
     torchvision = _torchvision(spec, target, release)
     _check_python(spec, target, release)
     toolkit = _toolkit(spec, target, compat, release, route)
-    cuda = None if target.cuda == "cpu" else target.cuda
+    cuda = target.cuda
     platforms = _target_platforms(spec, target, route)
     return Target(
         spec=spec,
@@ -297,54 +300,45 @@ def _fleet_cuda_arch(spec: EnvSpec) -> str | None:
     solver refuses packages built only for newer GPUs than the oldest one the team runs on."""
     if not spec.fleet:
         return None
-    from builder.host.fleet import lowest_capability  # fleet builds on resolved targets: imported when needed
-
     lowest = lowest_capability(spec)
     return f"{lowest[0]}.{lowest[1]}" if lowest else None
 
 
 def with_images(spec: EnvSpec, runtime: str | None = None, builder: str | None = None) -> EnvSpec:
-    """The spec with base images replaced from the command line (validated like the spec's own)."""
+    """The spec with base images replaced from the command line (each checked like the spec's own)."""
     if not runtime and not builder:
         return spec
-    from builder.spec.model import parse_spec
-
-    data = spec.model_dump(mode="json")
+    images = dict(spec.images)
     for role, image in (("runtime", runtime), ("builder", builder)):
         if image:
             name, _, digest = image.partition("@")
-            data["images"][role] = {"image": name, "digest": digest or None}
-    replaced = parse_spec(data, f"{spec.source or spec.name} (with --base-image/--builder-image)")
-    replaced._source = spec.source
-    return replaced
+            images[role] = {"image": name, "digest": digest or None}
+    source = f"{spec.source or spec.name} (with --base-image/--builder-image)"
+    return spec.model_copy(update={"images": checked_value(Images, images, source, "images")})
 
 
 def with_ca_certificates(spec: EnvSpec, ca_certs: Sequence[Path]) -> EnvSpec:
     """CA files from the command line join the spec's (made absolute: they are not in the spec's folder)."""
     if not ca_certs:
         return spec
-    from builder.spec.model import parse_spec
-
-    data = spec.model_dump(mode="json")
-    data["ca_certificates"] = list(data.get("ca_certificates") or []) + [str(p.resolve()) for p in ca_certs]
-    replaced = parse_spec(data, f"{spec.source or spec.name} (with --ca-cert)")
-    replaced._source = spec.source
-    return replaced
+    files = (*spec.ca_certificates, *(str(p.resolve()) for p in ca_certs))
+    source = f"{spec.source or spec.name} (with --ca-cert)"
+    return spec.model_copy(update={"ca_certificates": checked_value(CaFiles, files, source, "ca_certificates")})
 
 
 def resolve_targets(
-    spec: EnvSpec, cuda: tuple[str, ...] = (), sources: Sources = Sources(),
+    spec: EnvSpec, cuda: Sequence[TargetId] = (), sources: Sources = Sources(),
     platforms: tuple[str, ...] = (),
 ) -> list[Target]:
     """The spec's targets (all, or those named by `--cuda`), each resolved and checked."""
     wanted = spec.targets
     if cuda:
-        keys = {t.key: t for t in spec.targets}
-        missing = [c for c in cuda if ("cpu" if c == "cpu" else f"cuda{c}") not in keys]
+        by_cuda = {t.cuda: t for t in spec.targets}
+        missing = [c for c in cuda if c.cuda not in by_cuda]
         if missing:
-            have = ", ".join(t.cuda for t in spec.targets)
+            have = ", ".join(cuda_or_cpu(t.cuda) for t in spec.targets)
             raise UsageError(f"{spec.source or spec.name}: no target {missing[0]} in the spec (targets: {have})")
-        wanted = tuple(keys["cpu" if c == "cpu" else f"cuda{c}"] for c in cuda)
+        wanted = tuple(by_cuda[c.cuda] for c in cuda)
     resolved = []
     for target_spec in wanted:
         if platforms:
@@ -362,7 +356,7 @@ def target_summary(target: Target) -> dict:
         "torchvision": target.torchvision,
         "python": target.python,
         "route": target.route.value,
-        "cuda": target.cuda,
+        "cuda": cuda_json(target.cuda),
         "cudnn": target.cudnn,
         "min_driver": target.min_driver,
         "full_compat_driver": target.toolkit.full_compat_driver if target.toolkit else None,

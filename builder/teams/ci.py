@@ -24,6 +24,7 @@ import yaml
 
 from builder.errors import UsageError
 from builder.generated_files import write_new_file
+from builder.spec.cuda import cuda_or_cpu
 from builder.spec.model import EnvSpec, default_lock_folder
 from builder.spec.target import Target
 from builder.teams.install_source import InstallSource, install_source
@@ -99,7 +100,7 @@ def _repository_path(path: Path, what: str) -> str:
 
 
 def _target_row(target: Target) -> dict[str, str]:
-    return {"target": target.key, "cuda": target.cuda or "cpu", "tag": target.tag}
+    return {"target": target.key, "cuda": cuda_or_cpu(target.cuda), "tag": target.tag}
 
 
 def pipeline_text(provider: Provider, spec: EnvSpec, spec_path: Path, targets: list[Target],
@@ -126,10 +127,10 @@ def pipeline_text(provider: Provider, spec: EnvSpec, spec_path: Path, targets: l
         lock_dir=_repository_path(default_lock_folder(spec_path, spec.name), "lock folder"),
         pipeline_path=_repository_path(pipeline_path, "pipeline file"),
         targets=rows,
-        cuda_targets=[row for row in rows if row["cuda"] != "cpu"],
+        cuda_targets=[_target_row(t) for t in targets if t.cuda],
         gpu_labels=list(gpu_labels),
         cpu_labels=list(cpu_labels),
-        cpu_targets=[row for row in rows if row["cuda"] == "cpu"],
+        cpu_targets=[_target_row(t) for t in targets if t.cuda is None],
         requirement=source.requirement,
         install_origin=source.origin,
         require_gpus=str(options.require_gpus if options.require_gpus is not None else defaults["require_gpus"]),

@@ -23,6 +23,7 @@ import yaml
 from builder.errors import UsageError
 from builder.generated_files import write_new_file
 from builder.image.smoke_run import suite_args
+from builder.spec.cuda import cuda_or_cpu
 from builder.spec.model import EnvSpec
 from builder.spec.target import Target
 from builder.templates import comment_text
@@ -138,7 +139,7 @@ def job_manifest(spec: EnvSpec, target: Target, image: str, product: str | None,
             "image": image,
             "imagePullPolicy": "IfNotPresent" if "@sha256:" in image else "Always",
             "command": ["sh", "-c", f'mkdir -p {SMOKE_REPORT} && exec python -m smoke "$@"', "smoke",
-                        *suite_args(options.require_gpus, target.torch, target.cuda or "cpu", None)],
+                        *suite_args(options.require_gpus, target.torch, cuda_or_cpu(target.cuda), None)],
             "resources": {"limits": {"nvidia.com/gpu": options.require_gpus}},
             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
             "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],

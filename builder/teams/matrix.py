@@ -10,13 +10,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from builder.errors import EnvbuildError
 from builder.image.build import BuildOptions
-from builder.image.pipeline import build_target_image, ensure_lock
+from builder.image.pipeline import LockPolicy, build_target_image, ensure_lock
 from builder.image.smoke_run import ContainerOptions, run_in_image
 from builder.lock.targets import check_targets
+from builder.spec.cuda import cuda_or_cpu
 from builder.spec.target import Target
 
 STAGES = ("lock", "image", "smoke", "done")
@@ -82,23 +82,21 @@ class MatrixRow:
 def run_matrix(
     targets: Sequence[Target],
     *,
-    lock_root: Path | None = None,
+    locks: LockPolicy = LockPolicy(),
     options: BuildOptions = BuildOptions(),
-    frozen: bool = False,
-    solver: str | None = None,
     container: ContainerOptions = ContainerOptions(),
     require_gpus: int = 0,
     timeout: float = 900.0,
     progress: Progress = lambda title: nullcontext(lambda line: None),
 ) -> list[MatrixRow]:
-    statuses = {r.target: r.status for r in check_targets(targets, lock_root=lock_root, solver=solver)}
+    statuses = {r.target: r.status for r in check_targets(targets, lock_root=locks.lock_root, solver=locks.solver)}
     rows = []
     for target in targets:
-        row = MatrixRow(target.key, target.torch, target.cuda or "cpu", lock=statuses[target.key])
+        row = MatrixRow(target.key, target.torch, cuda_or_cpu(target.cuda), lock=statuses[target.key])
         started = time.monotonic()
         try:
-            _run_one(row, target, lock_root=lock_root, options=options, frozen=frozen, solver=solver,
-                     container=container, require_gpus=require_gpus, timeout=timeout, progress=progress)
+            _run_one(row, target, locks=locks, options=options, container=container, require_gpus=require_gpus,
+                     timeout=timeout, progress=progress)
         except EnvbuildError as exc:
             row.error = exc.message
         row.seconds = time.monotonic() - started
@@ -117,10 +115,9 @@ def _timed(row: MatrixRow, stage: str) -> Iterator[None]:
         row.stage_seconds[stage] = time.monotonic() - started
 
 
-def _run_one(row: MatrixRow, target: Target, *, lock_root, options, frozen, solver,
-             container, require_gpus, timeout, progress) -> None:
+def _run_one(row: MatrixRow, target: Target, *, locks, options, container, require_gpus, timeout, progress) -> None:
     with _timed(row, "lock"):
-        lock_path = ensure_lock(target, lock_root, relock=not frozen, solver=solver)
+        lock_path = ensure_lock(target, locks)
     with _timed(row, "image"), progress(target.tag) as echo:
         image = build_target_image(target, lock_path=lock_path, options=options, echo=echo)
     row.image, row.image_size = image.tags[0], image.size

@@ -36,12 +36,16 @@ from builder.host.doctor import (
     HostFacts,
     TargetVerdict,
     diagnose,
+    gather_host_facts,
 )
 from builder.image.build import BuildOptions
+from builder.image.build import pull_image as pull_registry_image
+from builder.image.pipeline import LockPolicy, build_target_image, ensure_lock
 from builder.image.smoke_run import SmokeRun, run_local
+from builder.lock.install import export_platform_plan
 from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
-from builder.spec.compat import version_tuple
+from builder.spec.cuda import CudaVersion, cuda_json, cuda_or_cpu
 from builder.spec.target import Target
 
 ENVS_DIR_ENV = "ENVBUILD_ENVS_DIR"
@@ -81,9 +85,9 @@ def choose_target(targets: Sequence[Target], facts: HostFacts, asked: bool, plat
         verdict = verdicts[target.key]
         return TargetChoice(target, f"asked for with --cuda; on this host: {_verdict_text(verdict)}", verdict.verdict)
     for wanted in (RUNS, MINOR_COMPAT):
-        runnable = [t for t in usable if t.cuda and verdicts[t.key].verdict == wanted]
+        runnable = {t.cuda: t for t in usable if t.cuda and verdicts[t.key].verdict == wanted}
         if runnable:
-            target = max(runnable, key=lambda t: version_tuple(t.cuda or "0"))
+            target = runnable[max(runnable)]
             return TargetChoice(target, f"the newest CUDA target this host runs: {_verdict_text(verdicts[target.key])}",
                                 wanted)
     cpu = next((t for t in usable if t.cuda is None), None)
@@ -107,8 +111,6 @@ def _verdict_text(verdict: TargetVerdict) -> str:
 
 def choose_for_this_host(targets: Sequence[Target], asked: bool, platform: str) -> tuple[TargetChoice, int]:
     """The choice on this host's facts, and how many GPUs it has."""
-    from builder.host.doctor import gather_host_facts
-
     facts = gather_host_facts(engine_timeout=ENGINE_TIMEOUT_S)
     return choose_target(targets, facts, asked, platform), len(facts.gpus)
 
@@ -302,8 +304,6 @@ def _swap_in(staging: Path, prefix: Path) -> None:
 def _run_own_installer(lock_path: Path, platform: str, prefix: Path, staging: Path, timeout: float) -> None:
     """builder.lock.install in a child process: py-rattler can crash at interpreter exit, and that must
     not take this process's report with it (the child leaves through os._exit)."""
-    from builder.lock.install import export_platform_plan
-
     plan = export_platform_plan(lock_path, platform)
     with tempfile.TemporaryDirectory(prefix="envbuild-onboard-", dir=prefix.parent) as work:
         plan_file = Path(work) / "plan.json"
@@ -389,7 +389,7 @@ def register_kernel(prefix: Path, target: Target, name: str, folder: Path | None
         "language": "python",
         "metadata": {"debugger": True,
                      "envbuild": {"env": target.name, "target": target.key, "torch": target.torch,
-                                  "cuda": target.cuda, "prefix": str(prefix)}},
+                                  "cuda": cuda_json(target.cuda), "prefix": str(prefix)}},
     }
     path = kernel_folder / "kernel.json"
     staged = kernel_folder / f".kernel.json.{os.getpid()}.tmp"
@@ -410,12 +410,25 @@ def register_kernel(prefix: Path, target: Target, name: str, folder: Path | None
 
 # --- the whole path -----------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class LocalEnvOptions:
+    """Where the local environment goes, what installs it, and what follows the install."""
+
+    prefix: Path | None = None  # else `name` under the envs folder
+    name: str | None = None  # also the Jupyter kernel's name (default <env>-<target>)
+    installer: str = "auto"  # auto | envbuild | a micromamba, mamba or conda
+    kernel_dir: Path | None = None  # default: <Jupyter data dir>/kernels
+    spec_path: Path | None = None  # the spec: named in the kernel's hint and the next steps
+    smoke: bool = True
+    force: bool = False  # reinstall even when the environment is from the same lock
+
+
 @dataclass
 class OnboardResult:
     env: str
     target: str
     torch: str
-    cuda: str | None
+    cuda: CudaVersion | None
     reason: str
     tag: str  # the target's image tag
     prefix: Path
@@ -433,7 +446,8 @@ class OnboardResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "env": self.env, "target": self.target, "torch": self.torch, "cuda": self.cuda, "reason": self.reason,
+            "env": self.env, "target": self.target, "torch": self.torch, "cuda": cuda_json(self.cuda),
+            "reason": self.reason,
             "tag": self.tag,
             "prefix": str(self.prefix), "status": self.status, "installer": self.installer, "lock": str(self.lock),
             "seconds": round(self.seconds, 1), "kernel": self.kernel.as_dict() if self.kernel else None,
@@ -442,33 +456,34 @@ class OnboardResult:
 
 
 def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platform: str, tool: Path | None,
-                  gpus_here: int, kernel_name: str, kernel_dir: Path | None = None, spec_path: Path | None = None,
-                  smoke: bool = True, force: bool = False,
+                  gpus_here: int, options: LocalEnvOptions = LocalEnvOptions(),
                   echo: Callable[[str], None] = lambda line: None) -> OnboardResult:
     """Install the locked env into `prefix`, register its kernel, run the smoke suite in it."""
     started = time.monotonic()
     target = choice.target
     digest = lockfile_sha256(lock_path)
     state = prefix_status(prefix, target, digest)
-    if state == "unchanged" and force:
+    if state == "unchanged" and options.force:
         state = "replace"
     if state != "unchanged":
         echo(f"installing {target.key} into {prefix} with {installer_name(tool)} ...")
         install_environment(lock_path, platform, prefix, tool,
-                            EnvMarker(target.name, target.key, target.torch, target.cuda, digest, installer_name(tool)))
+                            EnvMarker(target.name, target.key, target.torch, cuda_json(target.cuda), digest,
+                                      installer_name(tool)))
     marker = EnvMarker.read(prefix) if state == "unchanged" else None
     installed_with = marker.installer if marker else installer_name(tool)
     status = {"new": "created", "replace": "replaced"}.get(state, state)
     result = OnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, target.tag, prefix,
                            status, installed_with, lock_path)
-    result.kernel = register_kernel(prefix, target, kernel_name, kernel_dir, spec_path)
-    if smoke:
+    result.kernel = register_kernel(prefix, target, options.name or f"{target.name}-{target.key}",
+                                    options.kernel_dir, options.spec_path)
+    if options.smoke:
         echo(f"running the smoke suite with {prefix / 'bin' / 'python'} ...")
         # A CUDA env picked on a host with GPUs must see one: a silent CPU fallback would pass.
         require = 1 if target.cuda and gpus_here else 0
-        result.smoke = run_local(require, target.torch, target.cuda or "cpu", timeout=SMOKE_TIMEOUT_S,
+        result.smoke = run_local(require, target.torch, cuda_or_cpu(target.cuda), timeout=SMOKE_TIMEOUT_S,
                                  python=prefix / "bin" / "python")
-    result.next_steps = next_steps(result, tool, spec_path)
+    result.next_steps = next_steps(result, tool, options.spec_path)
     result.seconds = time.monotonic() - started
     return result
 
@@ -487,7 +502,7 @@ def next_steps(result: OnboardResult, tool: Path | None, spec_path: Path | None)
     elif result.kernel:
         steps.append(result.kernel.hint)
     spec = spec_path or Path(f"envs/{result.env}.yaml")
-    cuda = result.cuda or "cpu"
+    cuda = cuda_or_cpu(result.cuda)
     steps.append(f"the same env as an image: envbuild image {spec} --cuda {cuda}, then envbuild smoke {result.tag}")
     steps.append(f"after the spec or its lock changes: envbuild onboard {spec} --cuda {cuda} --prefix {prefix}")
     return steps
@@ -500,7 +515,7 @@ class ImageOnboardResult:
     env: str
     target: str
     torch: str
-    cuda: str | None
+    cuda: CudaVersion | None
     reason: str
     image: str
     how: str  # built | pulled
@@ -508,23 +523,21 @@ class ImageOnboardResult:
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "seconds": round(self.seconds, 1)}
+        return {**asdict(self), "cuda": cuda_json(self.cuda), "seconds": round(self.seconds, 1)}
 
 
-def docker_run_line(image: str, cuda: str | None) -> str:
+def docker_run_line(image: str, cuda: CudaVersion | None) -> str:
     gpus = "--gpus all " if cuda else ""
     # DataLoader workers share tensors through /dev/shm; Docker's 64 MB default stalls them.
     return f'docker run --rm -it {gpus}--shm-size 1g -v "$PWD":/work -w /work {image}'
 
 
 def pull_image(target: Target, registry: str, client=None) -> str:
-    from builder.image.build import pull_image as pull
-
     try:
-        return pull(target.tag, registry, client)
+        return pull_registry_image(target.tag, registry, client)
     except EnvbuildError as exc:
         raise EnvbuildError(f"{exc.message}; build and push it with "
-                            f"`envbuild image ... --cuda {target.cuda or 'cpu'} --push {registry}`") from None
+                            f"`envbuild image ... --cuda {cuda_or_cpu(target.cuda)} --push {registry}`") from None
 
 
 def image_result(choice: TargetChoice, image: str, how: str, seconds: float) -> ImageOnboardResult:
@@ -535,33 +548,25 @@ def image_result(choice: TargetChoice, image: str, how: str, seconds: float) -> 
 
 # --- entry points -------------------------------------------------------------------------------
 
-def onboard(targets: Sequence[Target], *, asked: bool, prefix: Path | None = None, name: str | None = None,
-            installer: str = "auto", kernel_dir: Path | None = None, spec_path: Path | None = None,
-            smoke: bool = True, force: bool = False, lock_root: Path | None = None, frozen: bool = False,
-            solver: str | None = None, echo: Callable[[str], None] = lambda line: None) -> OnboardResult:
+def onboard(targets: Sequence[Target], *, asked: bool, options: LocalEnvOptions = LocalEnvOptions(),
+            locks: LockPolicy = LockPolicy(), echo: Callable[[str], None] = lambda line: None) -> OnboardResult:
     """The local path: choose the target, check where and with what it installs (before any slow
     lock), then lock if stale, install, register the kernel, smoke-test."""
-    from builder.image.pipeline import ensure_lock
-
     platform = host_platform()
     choice, gpus_here = choose_for_this_host(targets, asked, platform)
     echo(f"target {choice.target.key}: {choice.reason}")
-    where = choose_prefix(choice.target, prefix, name)
-    tool = find_installer(installer)
-    lock_path = ensure_lock(choice.target, lock_root, not frozen, solver)
+    where = choose_prefix(choice.target, options.prefix, options.name)
+    tool = find_installer(options.installer)
+    lock_path = ensure_lock(choice.target, locks)
     return onboard_local(choice, lock_path, where, platform=platform, tool=tool, gpus_here=gpus_here,
-                         kernel_name=name or f"{choice.target.name}-{choice.target.key}", kernel_dir=kernel_dir,
-                         spec_path=spec_path, smoke=smoke, force=force, echo=echo)
+                         options=options, echo=echo)
 
 
 def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = None,
-                  lock_root: Path | None = None, frozen: bool = False, solver: str | None = None,
-                  options: BuildOptions | None = None, progress=None,
+                  locks: LockPolicy = LockPolicy(), options: BuildOptions | None = None, progress=None,
                   echo: Callable[[str], None] = lambda line: None) -> ImageOnboardResult:
     """The image path: pull the target's image from a registry, or build it; then how to run it."""
     from contextlib import nullcontext
-
-    from builder.image.pipeline import build_target_image
 
     started = time.monotonic()
     choice, _ = choose_for_this_host(targets, asked, "linux-64")
@@ -570,6 +575,5 @@ def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = 
         return image_result(choice, pull_image(choice.target, pull), "pulled", time.monotonic() - started)
     showing = progress(choice.target.tag) if progress else nullcontext(lambda line: None)
     with showing as on_line:
-        built = build_target_image(choice.target, lock_root=lock_root, options=options or BuildOptions(),
-                                   relock=not frozen, solver=solver, echo=on_line)
+        built = build_target_image(choice.target, locks=locks, options=options or BuildOptions(), echo=on_line)
     return image_result(choice, built.tags[0], "built", time.monotonic() - started)

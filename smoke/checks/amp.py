@@ -187,20 +187,24 @@ def _fp32_peak(device: str) -> int | None:
     return _fp32_peaks[device]
 
 
-@check("amp.cpu_bf16")
+@check("amp.cpu_bf16",
+       stands_for="seed 000's mixed precision: autocast must take effect (here bf16 on the CPU)")
 def cpu_bf16(ctx: Context) -> Outcome:
     """bf16 autocast on CPU trains the blobs, logits in bfloat16 (one thread)."""
     return _outcome(train_blobs("cpu", torch.bfloat16), torch.bfloat16, "CPU bf16 autocast")
 
 
-@check("amp.cuda_fp16", gpus=1)
+@check("amp.cuda_fp16", gpus=1,
+       stands_for="seed 000: autocast with GradScaler, fp16 halves activation memory; upstream smoke_test_conv2d "
+                  "under autocast on cuda")
 def cuda_fp16(ctx: Context) -> Outcome:
     """fp16 autocast with an enabled GradScaler on cuda:0 trains the blobs; peak memory vs fp32."""
     run = train_blobs("cuda:0", torch.float16, use_scaler=True)
     return _outcome(run, torch.float16, "CUDA fp16 + GradScaler", fp32_peak_memory_bytes=_fp32_peak("cuda:0"))
 
 
-@check("amp.cuda_bf16", gpus=1)
+@check("amp.cuda_bf16", gpus=1,
+       stands_for="seed 000's mixed precision, in bf16 where the GPU has it")
 def cuda_bf16(ctx: Context) -> Outcome:
     """bf16 autocast on cuda:0 where the GPU supports it; peak memory vs fp32."""
     if not torch.cuda.is_bf16_supported():

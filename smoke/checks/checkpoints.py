@@ -51,7 +51,8 @@ def strip_dataparallel_prefix(state: dict[str, torch.Tensor]) -> dict[str, torch
     return stripped
 
 
-@check("checkpoint.cpu_map_location")
+@check("checkpoint.cpu_map_location",
+       stands_for="seed 000: torch.load(..., map_location='cpu')")
 def cpu_round_trip(ctx: Context) -> Outcome:
     """A state_dict saved and loaded with map_location='cpu' restores identical outputs."""
     source = _model()
@@ -66,7 +67,8 @@ def cpu_round_trip(ctx: Context) -> Outcome:
                    "state_dict round trip with map_location='cpu' restores the model exactly")
 
 
-@check("checkpoint.cuda_to_cpu", gpus=1)
+@check("checkpoint.cuda_to_cpu", gpus=1,
+       stands_for="seed 000: 'Attempting to deserialize object on a CUDA device' on a CPU-only box")
 def cuda_checkpoint_on_cpu_only_box(ctx: Context) -> Outcome:
     """Saved from cuda:0: loads onto CPU with map_location; without it a GPU-less process gets the known error."""
     source = _model().to("cuda:0")
@@ -101,7 +103,8 @@ def judge_gpu_less_load(child: dict[str, object], expected_sums: dict[str, float
     return problems
 
 
-@check("checkpoint.dataparallel_prefix")
+@check("checkpoint.dataparallel_prefix",
+       stands_for="seed 000: DataParallel's `module.` prefix in saved keys")
 def dataparallel_prefix(ctx: Context) -> Outcome:
     """A DataParallel checkpoint (`module.` keys) fails a strict load into a plain model, loads once stripped."""
     wrapped = nn.DataParallel(_model())

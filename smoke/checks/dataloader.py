@@ -11,8 +11,10 @@ from torch.utils.data import DataLoader, TensorDataset
 from smoke.registry import Context, Outcome, check, skipped, verdict
 
 ROWS = 64
+FEATURES = 1  # float32 values per row
 BATCH = 8
 WORKERS = 2
+PREFETCH_FACTOR = 2  # DataLoader's default, spelled out: container.shm sizes /dev/shm by it
 # Per batch. spawn's first batch waits for the workers to re-import torch: 7-9 s measured, far more
 # on a loaded machine or a cold disk, hence the margin.
 BATCH_TIMEOUT_S = {"fork": 60, "spawn": 120}
@@ -20,11 +22,12 @@ BATCH_TIMEOUT_S = {"fork": 60, "spawn": 120}
 
 def load_all_batches(start_method: str, pin_memory: bool) -> dict[str, object]:
     """Iterate a 2-worker loader once; what arrived, in order, and whether batches were pinned."""
-    dataset = TensorDataset(torch.arange(ROWS, dtype=torch.float32).unsqueeze(1))
+    dataset = TensorDataset(torch.arange(ROWS * FEATURES, dtype=torch.float32).reshape(ROWS, FEATURES))
     loader = DataLoader(
         dataset,
         batch_size=BATCH,
         num_workers=WORKERS,
+        prefetch_factor=PREFETCH_FACTOR,
         pin_memory=pin_memory,
         multiprocessing_context=multiprocessing.get_context(start_method),
         timeout=BATCH_TIMEOUT_S[start_method],
@@ -61,13 +64,15 @@ def _delivery_check(start_method: str, ctx: Context) -> Outcome:
     )
 
 
-@check("dataloader.fork")
+@check("dataloader.fork",
+       stands_for="seed 000: num_workers and pin_memory for a busy GPU; loaders whose workers hang")
 def fork_workers(ctx: Context) -> Outcome:
     """Two fork workers deliver every batch in order (pinned on CUDA)."""
     return _delivery_check("fork", ctx)
 
 
-@check("dataloader.spawn")
+@check("dataloader.spawn",
+       stands_for="seed 000: the spawn start method as the cure for hanging workers (each re-imports torch)")
 def spawn_workers(ctx: Context) -> Outcome:
     """Two spawn workers (each re-imports torch) deliver every batch in order (pinned on CUDA)."""
     return _delivery_check("spawn", ctx)

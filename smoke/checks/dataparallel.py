@@ -51,7 +51,8 @@ def split_cases(n_gpus: int) -> list[tuple[int, int]]:
     return cases
 
 
-@check("dp.passthrough")
+@check("dp.passthrough",
+       stands_for="seeds 000 and 001: DataParallel that silently runs the whole batch on one device")
 def passthrough(ctx: Context) -> Outcome:
     """Without CUDA (or with one GPU) DataParallel runs the plain module on the whole batch."""
     if ctx.gpu_count >= 2:
@@ -82,7 +83,9 @@ def passthrough(ctx: Context) -> Outcome:
     )
 
 
-@check("dp.split", gpus=2)
+@check("dp.split", gpus=2,
+       stands_for="seed 000 (a batch of 32 splits 16 + 16) and seed 001 ('the batch must divide by the GPU count': "
+                  "it need not)")
 def split(ctx: Context) -> Outcome:
     """Rows each replica saw follow chunk semantics (32 on 2 -> 16+16, 33 -> 17+16, 6 on 4 -> 2+2+2)."""
     # The checker must reject an unsplit batch, or every verdict below means nothing.
@@ -108,7 +111,9 @@ def split(ctx: Context) -> Outcome:
     return verdict(problems, f"splits follow chunk semantics: {summary}", cases=observed)
 
 
-@check("dp.device_ids0", gpus=2)
+@check("dp.device_ids0", gpus=2,
+       stands_for="seed 000: a model on cuda:1 with device_ids=[0, 1] ('must have its parameters ... on device "
+                  "cuda:0')")
 def module_must_sit_on_device_ids0(ctx: Context) -> Outcome:
     """A model on cuda:1 wrapped with device_ids [0, 1] raises the device_ids[0] error; on cuda:0 it runs."""
     batch = torch.randn(8, FEATURES, device="cuda:0")
@@ -128,7 +133,8 @@ def module_must_sit_on_device_ids0(ctx: Context) -> Outcome:
     return passed("model on cuda:1 raises the device_ids[0] error; moved to cuda:0 it runs", error=message)
 
 
-@check("dp.gradients", gpus=2)
+@check("dp.gradients", gpus=2,
+       stands_for="seed 000: gradients gathered on the main GPU equal one device's")
 def gradients_match_single_device(ctx: Context) -> Outcome:
     """One DataParallel step gives the same gradients as the same step on one device (allclose)."""
     torch.manual_seed(0)
@@ -153,7 +159,8 @@ def gradients_match_single_device(ctx: Context) -> Outcome:
                    max_abs_difference=worst, devices=ctx.gpu_count)
 
 
-@check("dp.throughput", gpus=2)
+@check("dp.throughput", gpus=2,
+       stands_for="seed 000 (GPU-Util at 35%) and seed 001 (training no faster with DataParallel)")
 def throughput_ratio(ctx: Context) -> Outcome:
     """DataParallel vs one GPU, samples per second; reported, never asserted."""
     single_rate = _samples_per_second(_wide_mlp().to("cuda:0"), "cuda:0")

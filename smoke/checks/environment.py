@@ -2,26 +2,38 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
 import torch
 
 from smoke.checks.cuda_probe import probe_cuda
 from smoke.compat import (
     FAIL,
+    OK,
     WARN,
     arch_coverage,
     compare_arch_lists,
+    cudnn_runtime_verdict,
     cudnn_text,
     driver_verdict,
     load_compat_data,
+    package_matches_runtime,
     parse_major_minor,
     target_expectations,
     version_matches_prefix,
+    version_text,
+    what_covers,
 )
 from smoke.driver import read_driver
+from smoke.packages import InstalledPackage, conda_versions, wheel_versions
 from smoke.registry import Context, Outcome, check, failed, needs_gpus, passed, skipped, verdict
 
 
-@check("env.torch_version")
+@check("env.torch_version",
+       stands_for="upstream smoke_test.py check_version (torch.__version__ against the release)")
 def torch_version(ctx: Context) -> Outcome:
     """torch.__version__ (local suffix ignored) starts with --expect-torch."""
     installed = str(torch.__version__)
@@ -33,7 +45,9 @@ def torch_version(ctx: Context) -> Outcome:
     return failed(f"torch {installed} is installed but {expected} was expected", torch=installed, expected=expected)
 
 
-@check("env.cuda_build")
+@check("env.cuda_build",
+       stands_for="upstream smoke_test.py smoke_test_cuda ('Wrong CUDA version': torch.version.cuda against the "
+                  "build's)")
 def cuda_build(ctx: Context) -> Outcome:
     """torch.version.cuda matches --expect-cuda (major.minor, or 'cpu' for a CPU build)."""
     built_for = torch.version.cuda
@@ -47,7 +61,9 @@ def cuda_build(ctx: Context) -> Outcome:
     return failed(f"torch is {shown} but {expectation.describe()} was expected", **details)
 
 
-@check("env.cudnn")
+@check("env.cudnn",
+       stands_for="seed 000's image 'with cuDNN and NCCL integrated': the cuDNN envbuild's data lists for the "
+                  "target")
 def cudnn_version(ctx: Context) -> Outcome:
     """The cuDNN torch loads (no GPU needed) is the one the compatibility data lists for this target."""
     if torch.version.cuda is None:
@@ -67,7 +83,74 @@ def cudnn_version(ctx: Context) -> Outcome:
     return failed(f"cuDNN {loaded} loads but the compatibility data lists {expected}", **details)
 
 
-@check("env.cuda_available")
+@check("env.cudnn_consistency",
+       stands_for="upstream smoke_test.py smoke_test_cuda: cuDNN runtime vs compile version, and the nvidia-cudnn "
+                  "wheel against it")
+def cudnn_consistency(ctx: Context) -> Outcome:
+    """The cuDNN loaded is the one torch was built with (major.minor), and the one the env's cuDNN package holds."""
+    if torch.version.cuda is None:
+        return skipped("CPU build of torch: no cuDNN")
+    cudnn = getattr(torch._C, "_cudnn", None)
+    if cudnn is None or not torch.backends.cudnn.is_available():
+        return failed(f"torch is built for CUDA {torch.version.cuda} but without cuDNN")
+    try:
+        runtime = _three(cudnn.getRuntimeVersion())
+        compiled = _three(cudnn.getCompileVersion())
+    except (RuntimeError, OSError) as exc:  # libcudnn missing or unloadable
+        return failed(f"cuDNN does not load: {' '.join(str(exc).split())[:300]}")
+    judged = cudnn_runtime_verdict(runtime, compiled)
+    packages = wheel_versions(r"nvidia-cudnn-cu\d+") + conda_versions("cudnn")
+    problems = [judged.message] if judged.level == FAIL else []
+    problems += _package_mismatches("cuDNN", "libcudnn", packages, runtime)
+    details = {"runtime": version_text(runtime), "compiled": version_text(compiled),
+               "packages": [p.describe() for p in packages], "verdict": judged.level}
+    shown = f"; {', '.join(p.describe() for p in packages)} agrees" if packages else "; no cuDNN package found"
+    return verdict(problems, judged.message + (shown if judged.level == OK else ""), **details)
+
+
+@check("env.nccl_version",
+       stands_for="upstream smoke_test.py smoke_test_cuda: torch.cuda.nccl.version() against the nvidia-nccl wheel")
+def nccl_version(ctx: Context) -> Outcome:
+    """torch.cuda.nccl.version() is the NCCL of the env's nvidia-nccl wheel or conda nccl package."""
+    if torch.version.cuda is None:
+        return skipped("CPU build of torch: no NCCL")
+    if not sys.platform.startswith("linux"):
+        return skipped(f"NCCL exists for Linux only; this is {sys.platform}")
+    if not hasattr(torch._C, "_nccl_version"):
+        return failed(f"torch is built for CUDA {torch.version.cuda} without NCCL: DistributedDataParallel on GPUs "
+                      "has no backend")
+    try:
+        reported = tuple(torch.cuda.nccl.version())
+    except (RuntimeError, OSError) as exc:
+        return failed(f"NCCL does not load: {' '.join(str(exc).split())[:300]}")
+    runtime = _three(reported[:3])
+    shown = version_text(runtime) + (f" ({reported[3]})" if len(reported) > 3 else "")
+    packages = wheel_versions(r"nvidia-nccl-cu\d+") + conda_versions("nccl")
+    details = {"nccl": shown, "packages": [p.describe() for p in packages]}
+    problems = _package_mismatches("NCCL", "libnccl", packages, runtime)
+    if not packages:
+        return passed(f"NCCL {shown} (no nvidia-nccl wheel or conda nccl package: the NCCL built into torch)",
+                      **details)
+    return verdict(problems, f"NCCL {shown} is the one {', '.join(p.describe() for p in packages)} holds", **details)
+
+
+def _three(version: Sequence[Any]) -> tuple[int, int, int]:
+    """(major, minor, patch) of a version tuple torch reports, which may carry a suffix after them."""
+    return int(version[0]), int(version[1]), int(version[2])
+
+
+def _package_mismatches(library: str, soname: str, packages: list[InstalledPackage],
+                        runtime: tuple[int, int, int]) -> list[str]:
+    """A package whose version is not the library torch loaded: another copy comes first on the path."""
+    path = os.environ.get("LD_LIBRARY_PATH")
+    return [f"{package.describe()} is installed but {library} {version_text(runtime)} is loaded: another {soname} "
+            f"comes first on the library path (LD_LIBRARY_PATH={path or 'unset'}, a system package)"
+            for package in packages if not package_matches_runtime(package.version, runtime)]
+
+
+@check("env.cuda_available",
+       stands_for="seed 000 (torch.device('cuda' if torch.cuda.is_available() else 'cpu') silently runs on the "
+                  "CPU); upstream smoke_test_cuda ('CUDA is not loaded')")
 def cuda_available(ctx: Context) -> Outcome:
     """torch.cuda.is_available(), with the warnings it raised (e.g. 'driver too old') kept."""
     probe = probe_cuda()
@@ -83,7 +166,8 @@ def cuda_available(ctx: Context) -> Outcome:
     )
 
 
-@check("env.driver")
+@check("env.driver",
+       stands_for="seed 001 (the driver supports CUDA 12.2, pytorch-cuda 12.4 cannot run)")
 def driver_supports_runtime(ctx: Context) -> Outcome:
     """The driver's CUDA version (NVML, else nvidia-smi) can run torch's CUDA runtime."""
     runtime = torch.version.cuda
@@ -108,7 +192,8 @@ def driver_supports_runtime(ctx: Context) -> Outcome:
     return passed(f"{judged.message} (driver {reading.driver_version}, via {reading.source})", **details)
 
 
-@check("env.arch_flags")
+@check("env.arch_flags",
+       stands_for="envbuild's data: the arch list each target promises, read from the build without a GPU")
 def arch_flags_match_the_data(ctx: Context) -> Outcome:
     """torch's compiled arch list equals the one envbuild's data gave this build (no GPU needed)."""
     if torch.version.cuda is None:
@@ -129,25 +214,29 @@ def arch_flags_match_the_data(ctx: Context) -> Outcome:
                   f"build ({'; '.join(parts)}): fix builder/data/compat.yaml or the build", **details)
 
 
-@check("env.arch_list", gpus=1)
-def arch_list_covers_gpus(ctx: Context) -> Outcome:
-    """Every GPU's compute capability is in torch.cuda.get_arch_list(), and a kernel really runs."""
+@check("gpu.arch_in_build", gpus=1, aliases=("env.arch_list",),
+       stands_for="'no kernel image is available' (the GPU's arch missing from the build; envbuild's own pitfall "
+                  "list) and upstream smoke_test.py's CUDA kernels on every device")
+def arch_in_build(ctx: Context) -> Outcome:
+    """Every GPU's capability is in torch.cuda.get_arch_list() (or reachable by PTX), and a kernel really runs."""
     arch_list = list(torch.cuda.get_arch_list())
+    spec_targets = (load_compat_data() or {}).get("spec_targets")
     problems: list[str] = []
     devices = []
     for index in range(ctx.gpu_count):
-        capability = tuple(torch.cuda.get_device_capability(index))
-        coverage = arch_coverage(arch_list, (int(capability[0]), int(capability[1])))
-        entry = {"index": index, "name": torch.cuda.get_device_name(index), "coverage": coverage.how,
-                 "arch": coverage.entry, "message": coverage.message}
+        major, minor = (int(part) for part in torch.cuda.get_device_capability(index))
+        coverage = arch_coverage(arch_list, (major, minor))
+        entry = {"index": index, "name": torch.cuda.get_device_name(index), "capability": f"{major}.{minor}",
+                 "coverage": coverage.how, "arch": coverage.entry, "message": coverage.message}
         if not coverage.covered:
-            problems.append(f"cuda:{index}: {coverage.message}")
+            entry["needs"] = what_covers((major, minor), spec_targets)
+            problems.append(f"cuda:{index} ({entry['name']}): {coverage.message}; it needs {entry['needs']}")
         kernel_error = _run_a_kernel(index)
         entry["kernel"] = kernel_error or "ran"
         if kernel_error:
             problems.append(f"cuda:{index}: a kernel failed: {kernel_error}")
         devices.append(entry)
-    summary = ", ".join(f"cuda:{d['index']} {d['coverage']} ({d['arch']})" for d in devices)
+    summary = ", ".join(f"cuda:{d['index']} {d['capability']} {d['coverage']} ({d['arch']})" for d in devices)
     return verdict(problems, f"kernels for every GPU: {summary}", arch_list=arch_list, devices=devices)
 
 

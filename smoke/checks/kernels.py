@@ -18,7 +18,9 @@ SIZE = 64
 TOLERANCE = 5e-2
 
 
-@check("gpu.matmul_per_device", gpus=1)
+@check("gpu.matmul_per_device", gpus=1,
+       stands_for="seed 000 (every GPU listed by device_count/get_device_name must compute); upstream test_linalg "
+                  "and smoke_test_conv2d on cuda")
 def matmul_on_every_device(ctx: Context) -> Outcome:
     """A 64x64 matmul on each cuda:i equals the CPU's result; one line per device."""
     generator = torch.Generator().manual_seed(0)

@@ -60,7 +60,8 @@ def _not_installed() -> Outcome:
     return skipped("torchvision is not installed")
 
 
-@check("torchvision.version")
+@check("torchvision.version",
+       stands_for="upstream smoke_test.py check_version (torchvision against the release matrix)")
 def version_pairs(ctx: Context) -> Outcome:
     """torchvision's major.minor is the one built against this torch (envbuild's compatibility data)."""
     version = installed_torchvision()
@@ -71,7 +72,8 @@ def version_pairs(ctx: Context) -> Outcome:
     return passed(message, **details) if ok else failed(message, **details)
 
 
-@check("torchvision.cuda_build")
+@check("torchvision.cuda_build",
+       stands_for="upstream smoke_test.py smoke_test_cuda (torchvision's extension _check_cuda_version)")
 def cuda_build_agrees(ctx: Context) -> Outcome:
     """torchvision's compiled ops are built for the CUDA torch is built for (or both for CPU)."""
     if installed_torchvision() is None:
@@ -96,7 +98,8 @@ def _build_name(cuda: str | None) -> str:
     return f"CUDA {cuda}" if cuda else "CPU"
 
 
-@check("torchvision.ops")
+@check("torchvision.ops",
+       stands_for="upstream vision/test/smoke_test.py ('Is torchvision usable?': its compiled ops load)")
 def compiled_ops_run(ctx: Context) -> Outcome:
     """torchvision.ops.nms loads and gives the known answer on CPU and on each GPU."""
     if installed_torchvision() is None:
@@ -119,7 +122,8 @@ def compiled_ops_run(ctx: Context) -> Outcome:
     return verdict(problems, f"torchvision {torchvision.__version__} nms runs on {', '.join(devices)}")
 
 
-@check("torchvision.resnet18_amp")
+@check("torchvision.resnet18_amp",
+       stands_for="upstream vision/test/smoke_test.py (a resnet runs, on each device) and seed 000's AMP")
 def resnet18_step(ctx: Context) -> Outcome:
     """resnet18(weights=None) does forward and backward under autocast on a tiny batch, per device."""
     if installed_torchvision() is None:

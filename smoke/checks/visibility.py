@@ -20,7 +20,9 @@ CHILD_TIMEOUT_S = 120.0
 SAME_DEVICE_MESSAGE = "Expected all tensors to be on the same device"
 
 
-@check("visibility.devices")
+@check("visibility.devices",
+       stands_for="seed 000 (device_count, get_device_name, the GPU with the most free memory) and seed 001 "
+                  "(device_count() says 1 on a 4-GPU box)")
 def visible_devices(ctx: Context) -> Outcome:
     """Device count, names, UUIDs, total and free memory; at least --require-gpus devices."""
     devices = [device_identity(i) for i in range(ctx.gpu_count)]
@@ -44,7 +46,9 @@ def visible_devices(ctx: Context) -> Outcome:
     return passed(f"{ctx.gpu_count} device(s): {names}; most free memory on cuda:{most_free['index']}", **details)
 
 
-@check("visibility.remap", gpus=2)
+@check("visibility.remap", gpus=2,
+       stands_for="seeds 000 and 001: CUDA_VISIBLE_DEVICES=1,3 makes them cuda:0 and cuda:1 (set before CUDA "
+                  "starts)")
 def cuda_visible_devices_remaps(ctx: Context) -> Outcome:
     """A child with only the second GPU visible sees one device: the parent's second (by UUID)."""
     inherited = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -76,7 +80,8 @@ def cuda_visible_devices_remaps(ctx: Context) -> Outcome:
     return verdict(problems, f"CUDA_VISIBLE_DEVICES={second_token} shows exactly the second GPU as cuda:0", **details)
 
 
-@check("visibility.to_semantics")
+@check("visibility.to_semantics",
+       stands_for="seed 000: tensor.to() returns a copy (an unassigned result is lost), module.to() works in place")
 def to_semantics_cpu(ctx: Context) -> Outcome:
     """On CPU: a tensor's .to() returns a new tensor and leaves the original; a module's .to() is in place."""
     original = torch.randn(3, 3)
@@ -99,7 +104,8 @@ def to_semantics_cpu(ctx: Context) -> Outcome:
     )
 
 
-@check("visibility.to_semantics_cuda", gpus=1)
+@check("visibility.to_semantics_cuda", gpus=1,
+       stands_for="seed 000: the same on CUDA, and 'Expected all tensors to be on the same device'")
 def to_semantics_cuda(ctx: Context) -> Outcome:
     """On CUDA: tensor.to('cuda') copies, module.to('cuda') moves in place; mixed devices raise."""
     original = torch.randn(3, 3)

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
 WORLD_PORT = os.environ.get("ENVBUILD_WORLD_PORT", "8765")
 WORLD_CHANNEL = f"http://127.0.0.1:{WORLD_PORT}/conda/conda-forge"
 RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
@@ -305,6 +304,16 @@ def run_case(case: Case, folder: Path) -> Outcome:
 
 
 def judge(outcome: Outcome, ws: Workspace, before: dict[str, tuple], engine_before: tuple[set[str], set[str]]) -> None:
+    _judge_output(outcome)
+    _judge_leftovers(outcome, ws, before)
+    if outcome.case.needs == "docker":
+        containers, tags = engine_state(ws.values.get("env"), int(ws.values["pid"]))
+        outcome.left_behind += [f"container {c[:12]}" for c in sorted(containers - engine_before[0])]
+        outcome.left_behind += [f"tag {t}" for t in sorted(tags - engine_before[1])]
+
+
+def _judge_output(outcome: Outcome) -> None:
+    """Exit code, exactly one `Error:` line with the case's words (or none), stdout's words, no traceback."""
     case = outcome.case
     if outcome.returncode is not None and outcome.returncode != case.exit:
         outcome.problems.append(f"exit {outcome.returncode}, expected {case.exit}")
@@ -318,30 +327,26 @@ def judge(outcome: Outcome, ws: Workspace, before: dict[str, tuple], engine_befo
         missing = [word for word in case.error if word.lower() not in errors[0].lower()]
         if missing:
             outcome.problems.append(f"the Error line lacks {missing}: {errors[0]}")
-    for word in case.stdout:
-        if word.lower() not in outcome.stdout.lower():
-            outcome.problems.append(f"stdout lacks {word!r}")
+    outcome.problems += [f"stdout lacks {word!r}" for word in case.stdout if word.lower() not in outcome.stdout.lower()]
     outcome.traceback = "Traceback (most recent call last)" in outcome.stdout + outcome.stderr
 
+
+def _judge_leftovers(outcome: Outcome, ws: Workspace, before: dict[str, tuple]) -> None:
+    """Processes and temporary files left behind, files created outside what the case allows, files lost."""
     deadline = time.monotonic() + 3  # children killed by their parent's death take a moment
     while (running := processes_with_tmpdir(ws.tmp)) and time.monotonic() < deadline:
         time.sleep(0.1)
     outcome.left_behind += [f"process {p}" for p in running]
     outcome.left_behind += [f"$TMPDIR/{p.relative_to(ws.tmp)}" for p in sorted(ws.tmp.rglob("*"))]
     after = snapshot(ws.root, (ws.tmp,))
-    allowed = set(case.may_create)
+    allowed = set(outcome.case.may_create)
     for path in sorted(set(after) - set(before)):
         if not any(path == a or path.startswith(a + "/") for a in allowed):
             outcome.left_behind.append(path)
-    for path in sorted(set(before) - set(after)):
-        outcome.lost.append(f"{path} (removed)")
+    outcome.lost += [f"{path} (removed)" for path in sorted(set(before) - set(after))]
     for path in sorted(set(before) & set(after)):
         if before[path] != after[path] and not (before[path][0] == "dir" == after[path][0]):
             outcome.lost.append(f"{path} (changed)")
-    if case.needs == "docker":
-        containers, tags = engine_state(ws.values.get("env"), int(ws.values["pid"]))
-        outcome.left_behind += [f"container {c[:12]}" for c in sorted(containers - engine_before[0])]
-        outcome.left_behind += [f"tag {t}" for t in sorted(tags - engine_before[1])]
 
 
 def world_up() -> bool:

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import FIXTURES, REPO
+
 PORT = os.environ.get("ENVBUILD_WORLD_PORT", "8765")
 WORLD = f"http://127.0.0.1:{PORT}"  # the world's file server: conda channels and the pip index
 CHANNEL = f"{WORLD}/conda/conda-forge"
 PIP_INDEX = f"{WORLD}/pypi/simple"
 # torch 2.14.1 + torchvision 0.29.1, CUDA 13.0 wheels with their nvidia-* wheels (about 6 GB installed)
-CUDA_TORCH_SPEC = ROOT / "tests" / "fixtures" / "specs" / "torch-cuda-pip.yaml"
+CUDA_TORCH_SPEC = FIXTURES / "specs" / "torch-cuda-pip.yaml"
 RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
 BUILDER_BASE = os.environ.get("ENVBUILD_TEST_BUILDER_IMAGE", "local/debian:bookworm-python")
 # What building the CUDA_TORCH_SPEC image takes of the engine's disk at its peak: its 5.8 GB env three
@@ -49,7 +50,7 @@ def cuda_torch_build_fits() -> tuple[bool, str]:
                    f"about {CUDA_TORCH_BUILD_BYTES / 1e9:.0f} GB at its peak")
 
 
-def unique_spec_copy(folder: Path, prefix: str, source: Path = ROOT / "envs" / "pytorch.yaml") -> Path:
+def unique_spec_copy(folder: Path, prefix: str, source: Path = REPO / "envs" / "pytorch.yaml") -> Path:
     """A spec (envs/pytorch.yaml by default) under a unique env name, so its tags never touch
     anyone else's images."""
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,142 @@
+"""Rendering: snapshots of the default env, determinism, atomic output, injection refused."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from builder.errors import EnvbuildError, UsageError
+from builder.image.render import render_target, render_to
+from builder.spec.model import load_spec, parse_spec
+from builder.spec.target import resolve_targets
+from builder.templates import docker_str
+from tests.host_ca import host_ca_certificate
+from tests.paths import REPO, SNAPSHOTS
+
+pytestmark = pytest.mark.unit
+
+
+
+def default_targets():
+    return resolve_targets(load_spec(REPO / "envs" / "pytorch.yaml"))
+
+
+@pytest.mark.parametrize("target", default_targets(), ids=lambda t: t.key)
+def test_snapshots(target) -> None:
+    rendered = render_target(target)
+    for name, text in rendered.files().items():
+        snapshot = SNAPSHOTS / f"pytorch-{target.key}-{name}"
+        if os.environ.get("ENVBUILD_UPDATE_SNAPSHOTS"):
+            snapshot.write_text(text, encoding="utf-8")
+        assert text == snapshot.read_text(encoding="utf-8"), f"{snapshot.name} changed; rerun with ENVBUILD_UPDATE_SNAPSHOTS=1 if intended"
+
+
+def test_same_inputs_same_bytes() -> None:
+    first = [render_target(t).files() for t in default_targets()]
+    second = [render_target(t).files() for t in default_targets()]
+    assert first == second
+
+
+def test_environment_yml_pins_cuda_per_route() -> None:
+    targets = {t.key: t for t in default_targets()}
+    env = yaml.safe_load(render_target(targets["cuda12.9"]).environment_yml)
+    assert "cuda-version=12.9" in env["dependencies"]
+    assert "pytorch=2.13.0=cuda129*" in env["dependencies"]
+    wheels = yaml.safe_load(render_target(targets["cuda11.8"]).environment_yml)
+    assert {"pip": ["torch==2.7.1+cu118", "torchvision==0.22.1+cu118"]} in wheels["dependencies"]
+    cpu = yaml.safe_load(render_target(targets["cpu"]).environment_yml)
+    assert "pytorch=2.13.0=cpu*" in cpu["dependencies"]
+    assert not any(str(d).startswith("cuda-version") for d in cpu["dependencies"])
+
+
+def test_legacy_and_pip_routes() -> None:
+    legacy = resolve_targets(parse_spec({
+        "name": "legacy-vision", "python": "3.11", "torch": "2.5.1", "torchvision": "0.20.1",
+        "route": "pytorch-channel", "targets": [{"cuda": "12.4"}, {"cuda": "cpu"}]}))
+    deps = yaml.safe_load(render_target(legacy[0]).environment_yml)["dependencies"]
+    assert "pytorch-cuda=12.4" in deps and "pytorch=2.5.1" in deps
+    assert "cpuonly" in yaml.safe_load(render_target(legacy[1]).environment_yml)["dependencies"]
+    pip = resolve_targets(parse_spec({
+        "name": "wheels", "python": "3.11", "torch": "2.7.1", "route": "pip",
+        "targets": [{"cuda": "11.8"}]}))[0]
+    env = yaml.safe_load(render_target(pip).environment_yml)
+    assert {"pip": ["torch==2.7.1+cu118"]} in env["dependencies"]
+    assert env["pip-repositories"][0].endswith("/cu118")
+
+
+def test_dockerfile_shape() -> None:
+    cuda = next(t for t in default_targets() if t.key == "cuda12.6")
+    dockerfile = render_target(cuda).dockerfile
+    assert "# syntax=" not in dockerfile
+    assert dockerfile.count("FROM ") == 2 and "AS env-builder" in dockerfile
+    assert "COPY --from=env-builder /out/ /" in dockerfile
+    assert 'NVIDIA_REQUIRE_CUDA="cuda>=12.0"' in dockerfile  # minor-version compatibility
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in dockerfile
+    # The environment layer comes before what changes often.
+    assert dockerfile.index("COPY --from=env-builder") < dockerfile.index("COPY smoke/")
+    assert dockerfile.index("COPY smoke/") < dockerfile.rindex("LABEL ")
+    assert "USER 1000" in dockerfile
+    # no label whose value only a build could fill in (a plain `docker build` would leave it empty)
+    assert "ARG " not in dockerfile and "lock-hash" not in dockerfile and "image.created" not in dockerfile
+    assert 'io.envbuild.lock-hash="' + "ab" * 32 + '"' in render_target(cuda, "ab" * 32).dockerfile
+
+
+def test_ca_certificates_go_into_both_stages(tmp_path: Path) -> None:
+    (tmp_path / "corp.crt").write_text(host_ca_certificate())
+    spec_file = tmp_path / "team.yaml"
+    spec_file.write_text(yaml.safe_dump({
+        "name": "team-vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
+        "ca_certificates": ["corp.crt"]}))
+    rendered = render_target(resolve_targets(load_spec(spec_file))[0])
+    assert rendered.dockerfile.count("COPY envbuild/ca/") == 2
+    out = render_to(rendered, tmp_path / "out")
+    assert (out / "envbuild" / "ca" / "00-corp.crt").is_file()
+    assert (out / "smoke" / "__main__.py").is_file()
+
+
+def test_missing_ca_file_is_a_usage_error(tmp_path: Path) -> None:
+    spec_file = tmp_path / "team.yaml"
+    spec_file.write_text(yaml.safe_dump({
+        "name": "team-vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
+        "ca_certificates": ["absent.crt"]}))
+    with pytest.raises(UsageError, match="absent.crt"):
+        render_target(resolve_targets(load_spec(spec_file))[0])
+
+
+def test_label_with_quotes_and_dollar_is_escaped() -> None:
+    target = resolve_targets(parse_spec({
+        "name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
+        "labels": {"team": 'ml "core" $HOME \\ x'}}))[0]
+    dockerfile = render_target(target).dockerfile
+    assert 'team="ml \\"core\\" \\$HOME \\\\ x"' in dockerfile
+
+
+def test_docker_str_refuses_control_characters() -> None:
+    with pytest.raises(ValueError):
+        docker_str("a\nRUN evil")
+
+
+@pytest.mark.parametrize("package", ["numpy\nRUN rm -rf /", "numpy && rm -rf /", "x`id`", "a$(id)", "n; ls"])
+def test_injection_in_packages_is_refused(package: str) -> None:
+    with pytest.raises(UsageError):
+        parse_spec({"name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}],
+                    "conda": [package]})
+
+
+def test_render_is_atomic(tmp_path: Path, monkeypatch) -> None:
+    target = default_targets()[0]
+    rendered = render_target(target)
+    out = render_to(rendered, tmp_path / "ctx")
+    before = (out / "Dockerfile").read_text()
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("builder.image.render.shutil.copytree", broken)
+    with pytest.raises(EnvbuildError, match="disk full"):
+        render_to(rendered, tmp_path / "ctx")
+    assert (out / "Dockerfile").read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["ctx"]
