@@ -33,7 +33,8 @@ from typing import Any
 
 import yaml
 
-from builder.host.explain import explain_text, load_rules
+from builder.host.explain.families import load_rules
+from builder.host.explain.report import explain_text
 from smoke.compat import version_matches_prefix
 
 REPO = Path(__file__).resolve().parent.parent

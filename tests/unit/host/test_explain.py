@@ -11,7 +11,9 @@ from click.testing import CliRunner
 
 from builder.cli.commands import cli
 from builder.findings import Finding
-from builder.host.explain import capability_of, explain_text, load_rules, rule_registry
+from builder.host.explain.facts import capability_of
+from builder.host.explain.families import load_rules
+from builder.host.explain.report import explain_text, rule_registry
 from builder.host.gpuinfo import gpus_from_nvml
 from smoke.driver import DriverReading
 from tests import paths

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from builder.host.explain import explain_text, rule_registry
+from builder.host.explain.report import explain_text, rule_registry
 from tests import paths
 from tests.unit.host.explain_examples import EXAMPLES
 

@@ -14,23 +14,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import builder.host.explain as explaining
 from builder.cli.commands import cli
-from builder.host.explain import (
-    LogText,
-    Machine,
-    catalogue,
-    decode_log,
-    driver_runs,
-    explain_text,
-    extract_facts,
-    load_code_tables,
-    load_explain_data,
-    load_rules,
-    read_log,
-    rule_registry,
-    trusted_driver_cuda,
-)
+from builder.host.explain import log_input as bounded_input
+from builder.host.explain.error_codes import load_code_tables
+from builder.host.explain.facts import extract_facts
+from builder.host.explain.families import load_explain_data, load_rules
+from builder.host.explain.log_input import decode_log, read_log
+from builder.host.explain.log_text import LogText
+from builder.host.explain.machine import Machine, driver_runs, trusted_driver_cuda
+from builder.host.explain.report import catalogue, explain_text, rule_registry
 from builder.spec.compat import load_compat
 from builder.spec.cuda import CudaVersion
 from smoke.driver import DriverReading
@@ -288,10 +280,10 @@ class Endless(io.RawIOBase):
 
 
 def test_an_endless_stdin_is_cut_and_said(monkeypatch):
-    monkeypatch.setattr(explaining, "HEAD_BYTES", 64 << 10)
-    monkeypatch.setattr(explaining, "TAIL_BYTES", 64 << 10)
-    monkeypatch.setattr(explaining, "CHUNK_BYTES", 16 << 10)
-    monkeypatch.setattr(explaining, "MAX_READ_BYTES", 4 << 20)
+    monkeypatch.setattr(bounded_input, "HEAD_BYTES", 64 << 10)
+    monkeypatch.setattr(bounded_input, "TAIL_BYTES", 64 << 10)
+    monkeypatch.setattr(bounded_input, "CHUNK_BYTES", 16 << 10)
+    monkeypatch.setattr(bounded_input, "MAX_READ_BYTES", 4 << 20)
     stream = Endless()
     log_input = read_log(io.BufferedReader(stream))
     assert log_input.stopped and stream.given <= (4 << 20) + (128 << 10)
@@ -301,8 +293,8 @@ def test_an_endless_stdin_is_cut_and_said(monkeypatch):
 
 
 def test_a_big_file_is_read_as_head_and_tail(monkeypatch, tmp_path: Path):
-    monkeypatch.setattr(explaining, "HEAD_BYTES", 64 << 10)
-    monkeypatch.setattr(explaining, "TAIL_BYTES", 64 << 10)
+    monkeypatch.setattr(bounded_input, "HEAD_BYTES", 64 << 10)
+    monkeypatch.setattr(bounded_input, "TAIL_BYTES", 64 << 10)
     log = tmp_path / "big.log"
     with log.open("w", encoding="utf-8") as out:
         out.write(NVIDIA_SMI)
