@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import IO, cast
 
 import click
 
@@ -388,28 +390,53 @@ def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> 
 
 
 @cli.command("explain")
-@click.argument("log", type=InputFile(allow_dash=True), metavar="FILE|-")
+@click.argument("log", type=InputFile(allow_dash=True), metavar="FILE|-", required=False)
 @click.option("--spec", "spec", type=InputFile(),
               help="Name this spec's targets in the fixes.")
 @click.option("--no-host", is_flag=True, help="Do not read this host's driver and GPUs (explain a log from elsewhere).")
+@click.option("--catalogue", is_flag=True, help="List every message family explain knows, with its source.")
 @JSON
-def explain(log: Path, spec: Path | None, no_host: bool, as_json: bool) -> None:
+def explain(log: Path | None, spec: Path | None, no_host: bool, catalogue: bool, as_json: bool) -> None:
     """Read an error log (pip, conda, CUDA, PyTorch, NCCL; FILE or - for stdin) and say what happened, why,
     and the fix. Exit 0 when something was recognised, 1 when not."""
-    from builder.host.explain import MAX_LOG_BYTES, explain_text
+    from builder.host.explain import report as explaining
     from builder.host.gpuinfo import read_host_gpus
-    from builder.safe_io import read_bounded
 
-    text = read_bounded(log, MAX_LOG_BYTES, "log")
+    if catalogue:
+        if as_json:
+            reports.print_json(explaining.catalogue())
+        else:
+            click.echo("\n".join(explaining.catalogue_lines()))
+        return
+    if log is None:
+        raise click.UsageError("give a log FILE, or - for stdin (or --catalogue)")
     driver, gpus, processes = (None, [], []) if no_host else read_host_gpus()
-    report = explain_text(text, str(log), driver=driver, gpus=gpus, processes=processes,
-                          targets=resolve_targets(load_spec(spec)) if spec else ())
+    with _log_stream(log) as stream:
+        report = explaining.explain_stream(stream, str(log), driver=driver, gpus=gpus, processes=processes,
+                                           targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:
         reports.print_json(report.as_dict())
     else:
         click.echo("\n".join(report.text_lines()))
     if not report.recognised:
         raise SystemExit(1)
+
+
+@contextlib.contextmanager
+def _log_stream(log: Path) -> Iterator[IO[bytes]]:
+    """The log as a byte stream (explain reads it bounded): standard input for -, else the regular file
+    InputFile already checked."""
+    if str(log) == "-":
+        if sys.stdin is None:  # Python's stand-in for a closed file descriptor 0
+            raise UsageError("standard input is closed; pipe the log in, or give its FILE")
+        yield sys.stdin.buffer
+        return
+    try:
+        handle = open(log, "rb")  # noqa: SIM115 - closed below, after explain has read it
+    except OSError as exc:
+        raise UsageError(f"{log}: cannot read the log ({exc.strerror}); give a readable FILE, or - for stdin") from None
+    with handle:
+        yield handle
 
 
 @cli.command("init")

@@ -469,7 +469,8 @@ CASES += [
          setup=with_node("fifo", "pipe", spec_too=False), timeout=30),
     Case("explain-stdin-closed", ("explain", "-", "--no-host"), exit=2, error=("standard input is closed",),
          stdin_from="closed"),
-    Case("explain-stdin-endless", ("explain", "-", "--no-host"), exit=2, error=("standard input", "32 MiB"),
+    # explain reads a bounded head and tail of any stream and judges the bytes: zeros are no text log.
+    Case("explain-stdin-endless", ("explain", "-", "--no-host"), exit=1, error=None, stdout=("not a text log",),
          setup=with_zero_device, stdin_from="zero", timeout=60),
     Case("image-ca-cert-device", ("image", "team.yaml", "--cuda", "cpu", "--ca-cert", "zero"), exit=2,
          error=("character device",), setup=lambda ws: (ws.spec(), with_zero_device(ws))),

@@ -11,7 +11,9 @@ from click.testing import CliRunner
 
 from builder.cli.commands import cli
 from builder.findings import Finding
-from builder.host.explain import capability_of, explain_text, load_rules, rule_registry
+from builder.host.explain.facts import capability_of
+from builder.host.explain.families import load_rules
+from builder.host.explain.report import explain_text, rule_registry
 from builder.host.gpuinfo import gpus_from_nvml
 from smoke.driver import DriverReading
 from tests import paths
@@ -174,4 +176,7 @@ def test_cli_json_when_nothing_is_recognised(tmp_path: Path):
     log.write_text("epoch 1 loss 0.5\n")
     done = CliRunner().invoke(cli, ["explain", "--no-host", "--json", str(log)])
     assert done.exit_code == 1
-    assert json.loads(done.output) == {"source": str(log), "recognised": False, "findings": []}
+    data = json.loads(done.output)
+    assert {key: data[key] for key in ("source", "recognised", "findings", "facts")} == \
+        {"source": str(log), "recognised": False, "findings": [], "facts": {}}
+    assert data["next"].startswith("paste the full error output")
