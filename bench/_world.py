@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.lock.targets import lock_targets
-from builder.spec.cuda import TargetId
-from builder.spec.model import load_spec
-from builder.spec.target import Sources, Target, resolve_targets, with_images
+from builder.specs.cuda import TargetId
+from builder.specs.model import load_spec
+from builder.specs.target import Sources, Target, resolve_targets, with_images
 from tests.world.offline import (
     BUILDER_BASE,
     CHANNEL,

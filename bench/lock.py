@@ -33,8 +33,8 @@ import yaml
 from builder.lock.inputs import lock_inputs
 from builder.lock.run import LOCK_FILE, conda_lock_args, write_conda_lock_inputs
 from builder.lock.targets import find_solver
-from builder.spec.model import Route, load_spec
-from builder.spec.target import Sources, resolve_targets
+from builder.specs.model import Route, load_spec
+from builder.specs.target import Sources, resolve_targets
 from tests.world.channel.synthetic import make_synthetic_channel
 
 REPO = Path(__file__).resolve().parent.parent

@@ -36,9 +36,9 @@ from builder.cli.options import (
     sources_options,
 )
 from builder.errors import EnvbuildError, UsageError
-from builder.spec.cuda import TargetId
-from builder.spec.model import load_spec
-from builder.spec.target import Sources, resolve_targets, target_summary
+from builder.specs.cuda import TargetId
+from builder.specs.model import load_spec
+from builder.specs.target import Sources, resolve_targets, target_summary
 
 SPEC = click.argument("spec", type=InputFile())
 JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -173,7 +173,7 @@ def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: 
          as_json: bool) -> None:
     """Lock each CUDA target of SPEC with conda-lock (all its platforms in one conda-lock.yml)."""
     from builder.lock.targets import check_targets, lock_targets
-    from builder.spec.target import with_images
+    from builder.specs.target import with_images
 
     check = solve.check
     env_spec = with_images(load_spec(spec), base_image)
@@ -652,7 +652,7 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
         click.echo(line, err=True)
 
     from builder.image.build import BuildOptions
-    from builder.spec.target import with_images
+    from builder.specs.target import with_images
 
     wants_image = image_path.as_image or image_path.pull
     image_only = {"--base-image": image_path.base_image, "--builder-image": image_path.builder_image,

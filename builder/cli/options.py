@@ -18,10 +18,10 @@ import click
 from builder.errors import UsageError
 from builder.image.smoke_run import ContainerOptions, container_options
 from builder.safe_io import input_problem, write_destination
-from builder.spec.cuda import TargetId
-from builder.spec.model import EnvSpec, load_spec
-from builder.spec.reference import check_label_text, check_registry
-from builder.spec.target import Sources, with_ca_certificates, with_images
+from builder.specs.cuda import TargetId
+from builder.specs.model import EnvSpec, load_spec
+from builder.specs.reference import check_label_text, check_registry
+from builder.specs.target import Sources, with_ca_certificates, with_images
 
 if TYPE_CHECKING:  # builder.image.build pulls in the build context and conda-lock: only commands that build load it
     from builder.image.build import BuildOptions

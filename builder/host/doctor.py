@@ -18,9 +18,9 @@ from builder import proc
 from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address, engine_failures
 from builder.findings import Finding, Severity, sort_findings
 from builder.host.gpuinfo import GpuInfo, read_host_gpus
-from builder.spec.compat import CompatData, load_compat, version_tuple
-from builder.spec.cuda import CudaVersion, cuda_json, cuda_or_cpu
-from builder.spec.target import Target
+from builder.specs.compat import CompatData, load_compat, version_tuple
+from builder.specs.cuda import CudaVersion, cuda_json, cuda_or_cpu
+from builder.specs.target import Target
 from smoke.compat import arch_coverage
 from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess

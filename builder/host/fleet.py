@@ -32,12 +32,12 @@ from builder.host.doctor import (
     judge_targets,
 )
 from builder.host.gpuinfo import GpuInfo
-from builder.spec.compat import CompatData, load_compat, version_tuple
-from builder.spec.cuda import CudaVersion
-from builder.spec.fleet import HOST_FILE_VERSION, damaged_host_file, fleet_folder, read_host_file, recorded_gpu
-from builder.spec.gpus import capability_of, sm_name
-from builder.spec.model import EnvSpec, Route
-from builder.spec.target import Target
+from builder.specs.compat import CompatData, load_compat, version_tuple
+from builder.specs.cuda import CudaVersion
+from builder.specs.fleet import HOST_FILE_VERSION, damaged_host_file, fleet_folder, read_host_file, recorded_gpu
+from builder.specs.gpus import capability_of, sm_name
+from builder.specs.model import EnvSpec, Route
+from builder.specs.target import Target
 from smoke.compat import arch_coverage
 from smoke.driver import DriverReading
 

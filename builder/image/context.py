@@ -20,7 +20,7 @@ from builder.image.render import RenderedEnv, render_target, write_context
 from builder.lock.install import RUNS_ALONE_WITH, export_platform_plan
 from builder.lock.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.lock.targets import check_targets
-from builder.spec.target import Target
+from builder.specs.target import Target
 
 IMAGE_PLATFORM_SUBDIR = {"linux/amd64": "linux-64", "linux/arm64": "linux-aarch64"}
 

@@ -24,8 +24,8 @@ from builder.generated_files import write_owned_folder
 from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
 from builder.safe_io import input_problem, read_bounded
-from builder.spec.cuda import CudaVersion, cuda_or_cpu
-from builder.spec.target import Target
+from builder.specs.cuda import CudaVersion, cuda_or_cpu
+from builder.specs.target import Target
 from builder.templates import environment
 
 ENV_PREFIX = "/opt/env"

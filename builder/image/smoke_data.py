@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from builder.spec.compat import load_compat
-from builder.spec.cuda import cuda_json
-from builder.spec.target import Target
+from builder.specs.compat import load_compat
+from builder.specs.cuda import cuda_json
+from builder.specs.target import Target
 
 # Where the suite looks for it, relative to the folder of the `smoke` package.
 SMOKE_DATA_FILE = Path("data") / "compat.json"

@@ -24,9 +24,9 @@ from builder.init.lines import (
     version_specifier,
 )
 from builder.init.reading import Hint, Reading
-from builder.spec.compat import CompatData, TorchRelease, load_compat, paired_torchvision, version_tuple
-from builder.spec.model import DEFAULT_CHANNELS, NAME_PATTERN, URL_PATTERN, Route
-from builder.spec.target import default_pip_index
+from builder.specs.compat import CompatData, TorchRelease, load_compat, paired_torchvision, version_tuple
+from builder.specs.model import DEFAULT_CHANNELS, NAME_PATTERN, URL_PATTERN, Route
+from builder.specs.target import default_pip_index
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from builder.init.lines import Note, cuda_from_build, cuda_from_tag, parse_conda
 from builder.init.lint import Finding, lint_spec
 from builder.init.read import read_environment, read_environment_data, read_source
 from builder.init.variants import draft_from_reading
-from builder.spec.model import EnvSpec, parse_spec
-from builder.spec.target import Target, resolve_targets
+from builder.specs.model import EnvSpec, parse_spec
+from builder.specs.target import Target, resolve_targets
 from builder.templates import render_template
 
 __all__ = [

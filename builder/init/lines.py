@@ -17,7 +17,7 @@ from typing import Literal
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from builder.spec.model import Route
+from builder.specs.model import Route
 
 Outcome = Literal["derived", "assumed", "unpinned", "dropped", "unmapped", "upgraded"]
 CPU = "cpu"

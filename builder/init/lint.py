@@ -25,8 +25,8 @@ from builder.host.fleet import fleet_problems, spec_hosts
 from builder.init.lines import CPU, python_minor
 from builder.init.read import read_source
 from builder.init.reading import ML_PACKAGES, Reading
-from builder.spec.model import EnvSpec, Route, load_spec, read_yaml_file
-from builder.spec.target import resolve_targets
+from builder.specs.model import EnvSpec, Route, load_spec, read_yaml_file
+from builder.specs.target import resolve_targets
 
 VAGUE_NAME = re.compile(r"^(env|environment|test|tmp|temp|myenv|new|base|default|foo|bar|venv)[-_]?\d*$")
 TORCH_CONDA_NAMES = {"pytorch", "torch", "pytorch-gpu", "pytorch-cpu", "pytorch-cuda", "libtorch"}

@@ -20,7 +20,7 @@ from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 from builder.init.uv_project import read_pyproject_data
 from builder.init.variants import read_toml_file
-from builder.spec.model import read_yaml_file
+from builder.specs.model import read_yaml_file
 from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, MAX_SPEC_BYTES, read_capped, read_yaml
 
 TOP_LEVEL_READ = {"name", "channels", "dependencies", "prefix", "platforms"}

@@ -30,7 +30,7 @@ from builder.init.lines import (
     load_import_rules,
     parse_conda_line,
 )
-from builder.spec.model import CHANNEL_PATTERN, PACKAGE_PATTERN, Route
+from builder.specs.model import CHANNEL_PATTERN, PACKAGE_PATTERN, Route
 from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
 
 

@@ -22,10 +22,10 @@ from builder.errors import UsageError
 from builder.init.choose import TORCH_PAIRS, SpecDraft, draft_from_environment
 from builder.init.lines import CPU, SOME_CUDA, Note, cuda_from_tag
 from builder.init.reading import Hint, Reading, read_text_file
-from builder.spec.compat import CompatData, load_compat
-from builder.spec.cuda import CudaVersion
-from builder.spec.gpus import parse_capability
-from builder.spec.model import Route
+from builder.specs.compat import CompatData, load_compat
+from builder.specs.cuda import CudaVersion
+from builder.specs.gpus import parse_capability
+from builder.specs.model import Route
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from builder import __version__
-from builder.spec.compat import load_platforms
-from builder.spec.cuda_builds import companion_names, package_name, pin_to_cuda_build
-from builder.spec.model import Route
-from builder.spec.target import Target
+from builder.specs.compat import load_platforms
+from builder.specs.cuda_builds import companion_names, package_name, pin_to_cuda_build
+from builder.specs.model import Route
+from builder.specs.target import Target
 from builder.templates import environment
 
 

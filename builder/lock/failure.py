@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from builder.spec.target import Target
+from builder.specs.target import Target
 
 
 def explain_failure(log_text: str) -> str:

@@ -22,7 +22,7 @@ import yaml
 from builder.errors import EnvbuildError
 from builder.lock.environment import conda_environment_yml, environment_context
 from builder.lock.pip_part import PipPart, mapping_file
-from builder.spec.target import Target
+from builder.specs.target import Target
 
 OWN_SOLVER = "envbuild-micromamba"
 # Bump when the meaning of a field changes, so locks recorded under the old meaning read as stale.

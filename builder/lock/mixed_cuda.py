@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from builder.lock.lockfile import CondaLock, LockedPackage
-from builder.spec.cuda import CudaVersion
-from builder.spec.cuda_builds import load_cuda_builds
+from builder.specs.cuda import CudaVersion
+from builder.specs.cuda_builds import load_cuda_builds
 
 
 def _without_dot(version: str) -> str:

@@ -47,9 +47,9 @@ from builder.proc import (
     remove_stale_folders,
 )
 from builder.safe_io import acquire_lock, read_bounded, release_lock, sync_file, write_destination
-from builder.spec.cuda import cuda_json
-from builder.spec.model import default_lock_folder
-from builder.spec.target import Target
+from builder.specs.cuda import cuda_json
+from builder.specs.model import default_lock_folder
+from builder.specs.target import Target
 
 INFO_FILE = "envbuild-lock.json"
 GUARD_FILE = ".envbuild-lock.lock"

@@ -30,10 +30,10 @@ from builder.errors import UsageError
 from builder.generated_files import write_new_file
 from builder.init.lines import parse_conda_line
 from builder.lock.environment import environment_context
-from builder.spec.compat import load_platforms
-from builder.spec.gpus import parse_capability
-from builder.spec.model import EnvSpec, Route
-from builder.spec.target import Target
+from builder.specs.compat import load_platforms
+from builder.specs.gpus import parse_capability
+from builder.specs.model import EnvSpec, Route
+from builder.specs.target import Target
 
 if sys.version_info >= (3, 11):
     import tomllib

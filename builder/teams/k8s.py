@@ -23,10 +23,10 @@ import yaml
 from builder.errors import UsageError
 from builder.generated_files import write_new_file
 from builder.image.smoke_run import suite_args
-from builder.spec.cuda import cuda_or_cpu
-from builder.spec.model import EnvSpec
-from builder.spec.reference import check_dns_label
-from builder.spec.target import Target
+from builder.specs.cuda import cuda_or_cpu
+from builder.specs.model import EnvSpec
+from builder.specs.reference import check_dns_label
+from builder.specs.target import Target
 from builder.templates import comment_text
 
 # An image reference: name[:tag][@sha256:digest]; the registry part may carry a port.

@@ -16,8 +16,8 @@ from builder.image.build import BuildOptions
 from builder.image.pipeline import LockPolicy, build_target_image, ensure_lock
 from builder.image.smoke_run import ContainerOptions, run_in_image
 from builder.lock.targets import check_targets
-from builder.spec.cuda import cuda_or_cpu
-from builder.spec.target import Target
+from builder.specs.cuda import cuda_or_cpu
+from builder.specs.target import Target
 
 STAGES = ("lock", "image", "smoke", "done")
 Progress = Callable[[str], AbstractContextManager[Callable[[str], None]]]

@@ -45,8 +45,8 @@ from builder.lock.install import export_platform_plan
 from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
 from builder.safe_io import WriteError, read_bounded, write_file
-from builder.spec.cuda import CudaVersion, cuda_json, cuda_or_cpu
-from builder.spec.target import Target
+from builder.specs.cuda import CudaVersion, cuda_json, cuda_or_cpu
+from builder.specs.target import Target
 
 ENVS_DIR_ENV = envvars.ENVS_DIR
 DEFAULT_ENVS_DIR = Path("~/.envbuild/envs")

@@ -86,8 +86,8 @@ def with_looking_fresh_lock(content: bytes):
     """A lockfile whose info matches the spec's inputs but whose bytes are `content` (corrupted)."""
     def setup(ws: Workspace) -> None:
         from builder.lock.targets import INFO_FILE, LOCK_FILE, lock_inputs
-        from builder.spec.model import load_spec
-        from builder.spec.target import resolve_targets
+        from builder.specs.model import load_spec
+        from builder.specs.target import resolve_targets
 
         spec_file = ws.spec()
         target = resolve_targets(load_spec(spec_file))[0]

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from builder.lock.lockfile import read_lock
-from builder.spec.model import load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.model import load_spec
+from builder.specs.target import resolve_targets
 from tests.envbuild_cli import envbuild
 from tests.world.offline import (
     BUILDER_BASE,

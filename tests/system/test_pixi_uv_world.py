@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.spec.model import load_spec
-from builder.spec.target import Sources, resolve_targets
+from builder.specs.model import load_spec
+from builder.specs.target import Sources, resolve_targets
 from builder.teams.export import write_export
 from tests.world.offline import PIP_INDEX, WORLD
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from builder.host.explain.context import ExplainContext
 from builder.host.explain.machine import driver_runs, gpus_covered
-from builder.spec.compat import CompatData, version_tuple
-from builder.spec.cuda import CudaVersion
-from builder.spec.target import Target
+from builder.specs.compat import CompatData, version_tuple
+from builder.specs.cuda import CudaVersion
+from builder.specs.target import Target
 from smoke.compat import arch_coverage
 
 

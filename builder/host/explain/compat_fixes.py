@@ -11,9 +11,9 @@ from builder.host.explain.facts import FACT_WORDS, capability_of, cuda_from_text
 from builder.host.explain.machine import Machine, driver_runs, gpus_covered, trusted_driver_cuda
 from builder.host.explain.matching import Hit
 from builder.host.explain.refining import Refined, refines
-from builder.spec.compat import version_tuple
-from builder.spec.cuda import CudaVersion
-from builder.spec.gpus import sm_name
+from builder.specs.compat import version_tuple
+from builder.specs.cuda import CudaVersion
+from builder.specs.gpus import sm_name
 from smoke.compat import arch_coverage, driver_cuda_from_nvml
 
 

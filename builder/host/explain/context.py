@@ -11,10 +11,10 @@ from builder.host.explain.log_text import LogText
 from builder.host.explain.machine import Machine
 from builder.host.explain.matching import Hit, find_hits
 from builder.host.gpuinfo import GpuInfo
-from builder.spec.compat import CompatData, load_compat
-from builder.spec.cuda import CudaVersion
-from builder.spec.gpus import sm_name
-from builder.spec.target import Target
+from builder.specs.compat import CompatData, load_compat
+from builder.specs.cuda import CudaVersion
+from builder.specs.gpus import sm_name
+from builder.specs.target import Target
 from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess
 

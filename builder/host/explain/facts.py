@@ -11,9 +11,9 @@ from typing import Any
 
 from builder.host.explain.families import FactPattern, load_explain_data
 from builder.host.explain.log_text import LogText
-from builder.spec.compat import version_tuple
-from builder.spec.cuda import CudaVersion
-from builder.spec.gpus import capability_of_model, sm_name
+from builder.specs.compat import version_tuple
+from builder.specs.cuda import CudaVersion
+from builder.specs.gpus import capability_of_model, sm_name
 from smoke.compat import driver_cuda_from_nvml
 
 # Lines one fact pattern looks at: facts sit in a log's first lines or its pasted reports.

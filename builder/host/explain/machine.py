@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from builder.spec.compat import CompatData, version_tuple
-from builder.spec.cuda import CudaVersion
+from builder.specs.compat import CompatData, version_tuple
+from builder.specs.cuda import CudaVersion
 from smoke.compat import arch_coverage
 
 

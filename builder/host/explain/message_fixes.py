@@ -8,7 +8,7 @@ import re
 from builder.host.explain.context import ExplainContext
 from builder.host.explain.matching import Hit
 from builder.host.explain.refining import Refined, refines
-from builder.spec.target import default_pip_index
+from builder.specs.target import default_pip_index
 
 # NCCL's own words for the usual causes live in the data (explain.nccl.error's causes).
 

@@ -19,8 +19,8 @@ from builder.host.explain.families import Family, load_explain_data, load_rules
 from builder.host.explain.log_input import LogInput, decode_log, read_log, size_text
 from builder.host.explain.refining import REFINERS, default_said
 from builder.host.gpuinfo import GpuInfo
-from builder.spec.compat import CompatData, load_compat
-from builder.spec.target import Target
+from builder.specs.compat import CompatData, load_compat
+from builder.specs.target import Target
 from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess
 

@@ -11,7 +11,7 @@ from builder.cli.commands import cli
 from builder.cli.options import BuildFlags, ContainerFlags, LockFlags
 from builder.errors import UsageError
 from builder.image.build import parse_build_args
-from builder.spec.target import Sources
+from builder.specs.target import Sources
 from tests.paths import REPO
 
 pytestmark = pytest.mark.unit

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from builder import envvars
 from builder.errors import UsageError
-from builder.spec.model import load_spec, read_yaml_file
-from builder.spec.reference import check_dns_label, check_label_text, check_registry, registry_problem
-from builder.spec.target import Sources
+from builder.specs.model import load_spec, read_yaml_file
+from builder.specs.reference import check_dns_label, check_label_text, check_registry, registry_problem
+from builder.specs.target import Sources
 from tests.paths import REPO
 
 pytestmark = pytest.mark.unit

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from builder.host.doctor import NEEDS_FIX, DoctorReport, EngineFacts, HostFacts
 from builder.host.gpuinfo import gpus_from_nvml, rank_by_free_memory
-from builder.spec.model import load_spec
-from builder.spec.target import Target, resolve_targets
+from builder.specs.model import load_spec
+from builder.specs.target import Target, resolve_targets
 from smoke.driver import DriverReading
 from tests.paths import REPO
 

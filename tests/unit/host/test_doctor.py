@@ -28,9 +28,9 @@ from builder.host.doctor import (
     gather_host_facts,
 )
 from builder.host.gpuinfo import MIB, gpus_from_nvml, rank_by_free_memory
-from builder.spec.cuda import CudaVersion
-from builder.spec.model import load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.cuda import CudaVersion
+from builder.specs.model import load_spec
+from builder.specs.target import resolve_targets
 from smoke.driver import DriverReading
 from tests.envbuild_cli import envbuild
 from tests.nvidia_replay import needs_no_nvml, nvml_answers, replay_nvidia_smi

@@ -23,8 +23,8 @@ from builder.host.explain.log_input import decode_log, read_log
 from builder.host.explain.log_text import LogText
 from builder.host.explain.machine import Machine, driver_runs, trusted_driver_cuda
 from builder.host.explain.report import catalogue, explain_text, rule_registry
-from builder.spec.compat import load_compat
-from builder.spec.cuda import CudaVersion
+from builder.specs.compat import load_compat
+from builder.specs.cuda import CudaVersion
 from smoke.driver import DriverReading
 from tests.unit.host.explain_examples import EXAMPLES
 

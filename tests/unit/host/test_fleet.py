@@ -29,10 +29,10 @@ from builder.host.fleet import (
     spec_hosts,
 )
 from builder.init.lint import lint_spec
-from builder.spec.fleet import lowest_capability
-from builder.spec.gpus import capability_of, parse_capability
-from builder.spec.model import load_spec, parse_spec
-from builder.spec.target import resolve_targets
+from builder.specs.fleet import lowest_capability
+from builder.specs.gpus import capability_of, parse_capability
+from builder.specs.model import load_spec, parse_spec
+from builder.specs.target import resolve_targets
 from tests import paths
 from tests.nvidia_replay import fake_nvidia_smi, needs_no_nvml, replay_nvidia_smi
 from tests.paths import FIXTURES, REPO

@@ -58,9 +58,9 @@ def test_an_import_against_the_layers_breaks_the_contract(tmp_path: Path) -> Non
     for name in ("builder", "smoke"):
         shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
-    model = tmp_path / "builder/spec/model.py"
+    model = tmp_path / "builder/specs/model.py"
     model.write_text(model.read_text(encoding="utf-8") + "\nimport builder.cli.commands  # noqa: E402\n",
                      encoding="utf-8")
     done = _lint_imports(tmp_path)
     assert done.returncode != 0
-    assert "builder.spec is not allowed to import builder.cli" in done.stdout, done.stdout[-3000:]
+    assert "builder.specs is not allowed to import builder.cli" in done.stdout, done.stdout[-3000:]

@@ -26,7 +26,7 @@ def item(where: str, *marks: str) -> SimpleNamespace:
 
 
 def test_tests_in_the_folder_of_their_kind_pass() -> None:
-    placed = [item("unit/spec/test_a.py", "unit"), item("unit/smoke/test_b.py", "torch"),
+    placed = [item("unit/specs/test_a.py", "unit"), item("unit/smoke/test_b.py", "torch"),
               item("system/test_c.py", "world"), item("system/test_d.py", "docker", "torch"),
               item("system/test_e.py", "world", "docker", "cuda_torch")]
     assert conftest.misplaced_tests(placed) == []
@@ -41,7 +41,7 @@ def test_tests_in_the_folder_of_their_kind_pass() -> None:
     (item("test_c.py", "unit"), "(outside tests/unit/ and tests/system/)"),
 ])
 def test_a_misplaced_test_fails_the_collection(test: SimpleNamespace, why: str) -> None:
-    assert conftest.misplaced_tests([item("unit/spec/test_ok.py", "unit"), test]) == [f"{test.nodeid} {why}"]
+    assert conftest.misplaced_tests([item("unit/specs/test_ok.py", "unit"), test]) == [f"{test.nodeid} {why}"]
     with pytest.raises(pytest.UsageError, match=r"tests in the wrong folder: tests/.*::test_it \("):
         conftest.pytest_collection_modifyitems(None, [test])
 
@@ -53,5 +53,5 @@ def test_tests_outside_this_suite_are_not_judged(tmp_path: Path) -> None:
 
 def test_an_unmarked_test_fails_the_collection_first() -> None:
     with pytest.raises(pytest.UsageError, match=r"tests without a marker \(unit, world, docker, torch\): "
-                                                r"tests/unit/spec/test_a.py::test_it"):
-        conftest.pytest_collection_modifyitems(None, [item("unit/spec/test_a.py")])
+                                                r"tests/unit/specs/test_a.py::test_it"):
+        conftest.pytest_collection_modifyitems(None, [item("unit/specs/test_a.py")])

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from builder.image.render import render_target
-from builder.spec.model import load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.model import load_spec
+from builder.specs.target import resolve_targets
 from tests.host_ca import host_ca_certificate
 from tests.paths import FIXTURES, REPO
 from tests.unit.image.outside_tools_helpers import outside_tool

@@ -10,8 +10,8 @@ import yaml
 
 from builder.errors import EnvbuildError, UsageError
 from builder.image.render import render_target, render_to
-from builder.spec.model import load_spec, parse_spec
-from builder.spec.target import resolve_targets
+from builder.specs.model import load_spec, parse_spec
+from builder.specs.target import resolve_targets
 from builder.templates import docker_str
 from tests.host_ca import host_ca_certificate
 from tests.paths import REPO, SNAPSHOTS

@@ -22,8 +22,8 @@ from builder.init.importer import (
     render_spec,
 )
 from builder.init.lint import lint_spec
-from builder.spec.model import DEFAULT_CHANNELS, Route, load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.model import DEFAULT_CHANNELS, Route, load_spec
+from builder.specs.target import resolve_targets
 from tests import paths
 
 pytestmark = pytest.mark.unit

@@ -19,8 +19,8 @@ import yaml
 
 from builder.errors import UsageError
 from builder.init.importer import init_spec
-from builder.spec.compat import load_compat
-from builder.spec.model import EnvSpec, Route, load_spec
+from builder.specs.compat import load_compat
+from builder.specs.model import EnvSpec, Route, load_spec
 from tests import paths
 
 pytestmark = pytest.mark.unit

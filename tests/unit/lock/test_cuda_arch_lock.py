@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from builder.lock.inputs import lock_inputs, stale_reasons
-from builder.spec.model import parse_spec
-from builder.spec.target import resolve_targets
+from builder.specs.model import parse_spec
+from builder.specs.target import resolve_targets
 
 SPEC = {"name": "team-vision", "python": "3.12", "torch": "2.11", "route": "pip",
         "targets": [{"cuda": "12.9", "route": "conda-forge", "platforms": ["linux-64", "osx-arm64"]}, {"cuda": "cpu"}]}

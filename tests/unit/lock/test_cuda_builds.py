@@ -7,9 +7,9 @@ import pytest
 from builder.image.render import render_target
 from builder.lock.lockfile import CondaLock, LockedPackage
 from builder.lock.mixed_cuda import cuda_of, mixed_cuda_builds
-from builder.spec.cuda import CudaVersion
-from builder.spec.model import parse_spec
-from builder.spec.target import resolve_targets
+from builder.specs.cuda import CudaVersion
+from builder.specs.model import parse_spec
+from builder.specs.target import resolve_targets
 
 pytestmark = pytest.mark.unit
 
@@ -91,7 +91,7 @@ def test_one_cuda_build_passes_and_a_cuda_build_on_a_cpu_platform_does_not() -> 
 
 
 def test_the_data_names_every_companion_the_checks_know() -> None:
-    from builder.spec.cuda_builds import load_cuda_builds
+    from builder.specs.cuda_builds import load_cuda_builds
 
     data = load_cuda_builds()
     for route, pins in data.routes.items():

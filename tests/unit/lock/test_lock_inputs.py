@@ -11,8 +11,8 @@ import builder
 import builder.lock.environment
 from builder.lock.inputs import lock_inputs, stale_reasons
 from builder.lock.targets import INFO_FILE, LOCK_FILE, LockInfo, check_targets, lock_status
-from builder.spec.model import parse_spec
-from builder.spec.target import Sources, resolve_targets, with_images
+from builder.specs.model import parse_spec
+from builder.specs.target import Sources, resolve_targets, with_images
 
 pytestmark = pytest.mark.unit
 

@@ -11,9 +11,9 @@ from builder.errors import EnvbuildError
 from builder.image.context import make_context
 from builder.lock.install import export_platform_plan
 from builder.lock.lockfile import read_lock
-from builder.spec.cuda import TargetId
-from builder.spec.model import load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.cuda import TargetId
+from builder.specs.model import load_spec
+from builder.specs.target import resolve_targets
 from tests.paths import REPO
 
 pytestmark = pytest.mark.unit

@@ -17,8 +17,8 @@ from builder.lock.pip_part import (
     uv_explanation,
     uv_platform,
 )
-from builder.spec.model import parse_spec
-from builder.spec.target import Sources, resolve_targets
+from builder.specs.model import parse_spec
+from builder.specs.target import Sources, resolve_targets
 
 pytestmark = pytest.mark.unit
 

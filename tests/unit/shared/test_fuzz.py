@@ -84,8 +84,8 @@ def one_line(error: EnvbuildError) -> None:
 @BOUNDED
 @given(content=spec_inputs())
 def test_the_spec_loader_answers_a_spec_or_one_line(tmp_path_factory: pytest.TempPathFactory, content: bytes) -> None:
-    from builder.spec.model import load_spec
-    from builder.spec.target import resolve_targets
+    from builder.specs.model import load_spec
+    from builder.specs.target import resolve_targets
 
     path = tmp_path_factory.mktemp("spec") / "team.yaml"
     path.write_bytes(content)

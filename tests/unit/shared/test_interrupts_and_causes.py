@@ -20,8 +20,8 @@ from builder import proc
 from builder.engine import engine_error, is_timeout
 from builder.errors import EnvbuildError
 from builder.image.build import BuildContext, BuildLog, BuildOptions, build_image, move_tags, tag_lock
-from builder.spec.model import load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.model import load_spec
+from builder.specs.target import resolve_targets
 from tests.paths import REPO
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(120)]

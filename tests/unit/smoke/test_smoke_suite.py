@@ -247,7 +247,7 @@ def test_torchvision_pairing_from_the_shipped_data(shipped_pairs, torch_version:
 
 
 def test_shipped_pairing_is_the_compat_data_row_by_row(shipped_pairs) -> None:
-    compat = pytest.importorskip("builder.spec.compat")
+    compat = pytest.importorskip("builder.specs.compat")
     rows = compat.load_compat().releases()
     assert rows and len(shipped_pairs) == len(rows)
     for row in rows:

@@ -275,9 +275,9 @@ def test_arch_flags_skip_on_a_cpu_build() -> None:
 ])
 def test_arch_flags_against_the_data(monkeypatch: pytest.MonkeyPatch, built: str, status: str, words: str) -> None:
     # What a CUDA build's torch._C reports without a GPU, against the list compat.yaml gives torch 2.13 cu130
-    from builder.spec.compat import load_compat
-    from builder.spec.cuda import CudaVersion
-    from builder.spec.model import Route
+    from builder.specs.compat import load_compat
+    from builder.specs.cuda import CudaVersion
+    from builder.specs.model import Route
 
     expected = tuple(load_compat().torch["2.13"].archs_for(Route.PIP, CudaVersion(13, 0)))
     monkeypatch.setattr(torch.version, "cuda", "13.0")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.spec.model import load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.model import load_spec
+from builder.specs.target import resolve_targets
 from builder.teams.ci import CiOptions, write_pipeline
 from tests.paths import REPO
 

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from builder.cli.commands import cli
 from builder.errors import UsageError
-from builder.spec.model import load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.model import load_spec
+from builder.specs.target import resolve_targets
 from builder.teams.ci import CiOptions, parse_labels, pipeline_jobs, write_pipeline
 from tests.paths import REPO
 

@@ -11,8 +11,8 @@ import pytest
 
 from builder.errors import EnvbuildError, UsageError
 from builder.host.doctor import MINOR_COMPAT, NEEDS_NEWER_DRIVER, NO_GPU, RUNS
-from builder.spec.model import load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.model import load_spec
+from builder.specs.target import resolve_targets
 from builder.teams.onboard import (
     MARKER,
     EnvMarker,

@@ -15,9 +15,9 @@ from builder.image.build import ImageResult
 from builder.image.pipeline import LockPolicy
 from builder.lock.targets import LockResult
 from builder.reports import write_junit
-from builder.spec.cuda import TargetId
-from builder.spec.model import load_spec
-from builder.spec.target import resolve_targets
+from builder.specs.cuda import TargetId
+from builder.specs.model import load_spec
+from builder.specs.target import resolve_targets
 from builder.teams.matrix import MatrixRow, run_matrix
 from builder.teams.summary import markdown_summary, read_report
 from tests.paths import REPO

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from builder.spec.compat import load_compat, release_line, version_tuple
-from builder.spec.cuda import CudaVersion
-from builder.spec.model import Route
+from builder.specs.compat import load_compat, release_line, version_tuple
+from builder.specs.cuda import CudaVersion
+from builder.specs.model import Route
 
 pytestmark = pytest.mark.unit
 

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from builder.spec.cuda import CudaVersion
-from builder.spec.model import Route
+from builder.specs.cuda import CudaVersion
+from builder.specs.model import Route
 from builder.yamlio import load_yaml
 
 Confidence = Literal["verified", "partly", "projected"]

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from builder.errors import UsageError
-from builder.spec.cuda import TargetId
-from builder.spec.model import load_spec, parse_spec
-from builder.spec.target import Sources, resolve_targets, with_ca_certificates, with_images
+from builder.specs.cuda import TargetId
+from builder.specs.model import load_spec, parse_spec
+from builder.specs.target import Sources, resolve_targets, with_ca_certificates, with_images
 from tests.paths import REPO
 
 pytestmark = pytest.mark.unit

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from builder.errors import UsageError
-from builder.spec.compat import (
+from builder.specs.compat import (
     CompatData,
     CudaToolkit,
     PlatformInfo,
@@ -25,9 +25,9 @@ from builder.spec.compat import (
     release_line,
     version_tuple,
 )
-from builder.spec.cuda import CudaVersion, TargetId, cuda_json, cuda_or_cpu
-from builder.spec.fleet import lowest_capability
-from builder.spec.model import CaFiles, EnvSpec, ImageRef, Images, Route, TargetSpec, checked_value
+from builder.specs.cuda import CudaVersion, TargetId, cuda_json, cuda_or_cpu
+from builder.specs.fleet import lowest_capability
+from builder.specs.model import CaFiles, EnvSpec, ImageRef, Images, Route, TargetSpec, checked_value
 from builder.yamlio import load_yaml
 
 

@@ -28,8 +28,8 @@ from pydantic import (
 from pydantic_core import ErrorDetails, core_schema
 
 from builder.errors import UsageError
-from builder.spec.cuda import CPU, CudaVersion, cuda_or_cpu, target_key
-from builder.spec.gpus import capability_of
+from builder.specs.cuda import CPU, CudaVersion, cuda_or_cpu, target_key
+from builder.specs.gpus import capability_of
 from builder.userfile import read_yaml
 from builder.yamlio import SpecLoader
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from builder.errors import UsageError
 from builder.safe_io import read_bounded
-from builder.spec.gpus import capability_of, capability_of_model, parse_capability
-from builder.spec.model import EnvSpec
+from builder.specs.gpus import capability_of, capability_of_model, parse_capability
+from builder.specs.model import EnvSpec
 
 HOST_FILE_VERSION = 1
 MAX_HOST_FILE_BYTES = 4 * 1024 * 1024  # doctor --save writes a few kB, even for a host with many GPUs

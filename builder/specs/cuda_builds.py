@@ -12,8 +12,8 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
-from builder.spec.cuda import CudaVersion
-from builder.spec.model import Route
+from builder.specs.cuda import CudaVersion
+from builder.specs.model import Route
 from builder.yamlio import load_yaml
 
 
