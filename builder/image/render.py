@@ -25,6 +25,7 @@ from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
 from builder.safe_io import input_problem, read_bounded
 from builder.specs.cuda import CudaVersion, cuda_or_cpu
+from builder.specs.features import feature_smoke_env
 from builder.specs.target import Target
 from builder.templates import environment
 
@@ -83,6 +84,7 @@ def _labels(target: Target, lock_hash: str | None) -> dict[str, str]:
     }
     if target.archs:
         labels["io.envbuild.archs"] = " ".join(target.archs)
+    labels["io.envbuild.features"] = " ".join(feature.value for feature in target.spec.features)
     labels.update(target.spec.labels)
     # An unknown value is no label at all: an empty one reads as "known to be nothing".
     return dict(sorted((key, value) for key, value in labels.items() if value))
@@ -111,6 +113,7 @@ def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None
                 "cuda": cuda_or_cpu(target.cuda),
                 # the smoke check env.arch_flags compares this with what the installed torch was built for
                 "archs": " ".join(target.archs),
+                "smoke_env": feature_smoke_env(target.spec.features),
             },
             builder_macro=None,
         ),

@@ -124,8 +124,10 @@ def check_gpu_request(container: ContainerOptions, require_gpus: int) -> None:
 
 
 def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | None,
-               only: str | None) -> list[str]:
+               only: str | None, require_compile: bool = False) -> list[str]:
     args = ["--json", f"{REPORT_DIR}/report.json"]
+    if require_compile:  # an image states it itself (ENVBUILD_REQUIRE_COMPILE); a local env is told here
+        args.append("--require-compile")
     if require_gpus:
         args += ["--require-gpus", str(require_gpus)]
     if expect_torch:
@@ -138,13 +140,15 @@ def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | N
 
 
 def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cuda: str | None = None,
-              only: str | None = None, timeout: float = 900, python: Path | None = None) -> SmokeRun:
+              only: str | None = None, timeout: float = 900, python: Path | None = None,
+              require_compile: bool = False) -> SmokeRun:
     """The suite in this Python, or in another environment's interpreter (`python`): that one gets a
     copy of the suite on PYTHONPATH and nothing else of this Python or the user's site-packages,
     so it is tested as it is."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
-        args = [a.replace(REPORT_DIR, folder) for a in suite_args(require_gpus, expect_torch, expect_cuda, only)]
+        args = [a.replace(REPORT_DIR, folder)
+                for a in suite_args(require_gpus, expect_torch, expect_cuda, only, require_compile)]
         from builder.image.render import smoke_dir
         from builder.image.smoke_data import write_smoke_data
 

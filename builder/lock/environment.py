@@ -13,6 +13,7 @@ from typing import Any
 from builder import __version__
 from builder.specs.compat import load_platforms
 from builder.specs.cuda_builds import companion_names, package_name, pin_to_cuda_build
+from builder.specs.features import feature_conda_packages
 from builder.specs.model import Route
 from builder.specs.target import Target
 from builder.templates import environment
@@ -76,6 +77,8 @@ def environment_context(target: Target) -> dict[str, Any]:
     conda = [CondaLine(f"python={target.python}")]
     conda += _torch_conda_lines(target, companions)
     conda += [CondaLine(package) for package in spec.conda if package not in companions]
+    asked = {package_name(line.spec) for line in conda}
+    conda += [CondaLine(package) for package in feature_conda_packages(spec.features) if package not in asked]
     pip: list[str] = []
     if target.route is Route.PIP:
         local = f"+{target.pip_tag}"

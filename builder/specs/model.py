@@ -75,6 +75,12 @@ def _target_cuda_schema(source: Any, handler: GetCoreSchemaHandler) -> core_sche
 TargetCuda = Annotated[CudaVersion | None, GetPydanticSchema(_target_cuda_schema)]
 
 
+class Feature(str, Enum):
+    """What a spec can ask every image to support beyond torch itself (builder/data/features.yaml)."""
+
+    COMPILE = "compile"  # torch.compile: a C/C++ compiler in the env, and the smoke check required
+
+
 class Route(str, Enum):
     """How torch gets its CUDA: the three ways teams install PyTorch with conda."""
 
@@ -201,6 +207,7 @@ class EnvSpec(StrictModel):
         Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=500)],
     ] = Field(default_factory=dict)
     fleet: tuple[FleetEntry, ...] = ()  # the GPUs the team runs on; lint and targets check coverage
+    features: tuple[Feature, ...] = ()
     _source: Path | None = PrivateAttr(default=None)
 
     @property
@@ -254,10 +261,16 @@ def _describe_error(source: str, error: ErrorDetails, field: str | None = None) 
     elif error["type"] == "extra_forbidden":
         message = "is not a known field"
     elif error["type"] == "enum":
-        message = f"must be one of: {', '.join(r.value for r in Route)}"
+        message = f"must be one of: {_enum_choices(error)}"
     shown = error.get("input")
     value = "" if isinstance(shown, (dict, list)) or shown is None else f" {shown!r}"
     return f"{source}: {location}:{value} {message}"
+
+
+def _enum_choices(error: ErrorDetails) -> str:
+    """The field's own choices, as pydantic states them ("'a', 'b' or 'c'"), as a plain list."""
+    expected = str((error.get("ctx") or {}).get("expected", ""))
+    return ", ".join(choice.strip().strip("'") for choice in expected.replace(" or ", ", ").split(","))
 
 
 SHOWN_ERRORS = 3  # the first problems of a spec, in one line; fixing them shows the rest

@@ -46,6 +46,7 @@ from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
 from builder.safe_io import WriteError, read_bounded, write_file
 from builder.specs.cuda import CudaVersion, cuda_json, cuda_or_cpu
+from builder.specs.model import Feature
 from builder.specs.target import Target
 
 ENVS_DIR_ENV = envvars.ENVS_DIR
@@ -490,7 +491,8 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
         # A CUDA env picked on a host with GPUs must see one: a silent CPU fallback would pass.
         require = 1 if target.cuda and gpus_here else 0
         result.smoke = run_local(require, target.torch, cuda_or_cpu(target.cuda), timeout=SMOKE_TIMEOUT_S,
-                                 python=prefix / "bin" / "python")
+                                 python=prefix / "bin" / "python",
+                                 require_compile=Feature.COMPILE in target.spec.features)
     result.next_steps = next_steps(result, tool, options.spec_path)
     result.seconds = time.monotonic() - started
     return result

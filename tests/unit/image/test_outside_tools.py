@@ -1,5 +1,5 @@
 """Clients nobody here wrote, on envbuild's outputs: hadolint on every Dockerfile envbuild renders
-(shipped specs, the CUDA pip fixture, a spec with CA files and a user of its own). container-structure-test
+(shipped specs, the CUDA pip fixture, a spec with CA files, a user of its own and the compile feature). container-structure-test
 on the image the world builds runs in tests/system/test_outside_tools_world.py."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _rendered_dockerfiles(folder: Path) -> dict[str, str]:
     custom = folder / "team.yaml"
     custom.write_text(yaml.safe_dump({
         "name": "team-vision", "python": "3.11", "torch": "2.13.0", "targets": [{"cuda": "12.9"}, {"cuda": "cpu"}],
-        "ca_certificates": ["corp.crt"], "user": {"name": "trainer", "uid": 4242},
+        "ca_certificates": ["corp.crt"], "user": {"name": "trainer", "uid": 4242}, "features": ["compile"],
         "labels": {"org.opencontainers.image.vendor": "Team \"Vision\" $HOME"}}))
     specs = [*sorted((REPO / "envs").glob("*.yaml")), FIXTURES / "specs" / "torch-cuda-pip.yaml", custom]
     return {f"{spec.stem}-{target.key}": render_target(target).dockerfile

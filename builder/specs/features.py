@@ -1,0 +1,38 @@
+"""What a spec's `features:` mean (builder/data/features.yaml): packages every target's environment gets,
+and the variables that make the image's smoke suite hold it to the feature."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict
+
+from builder.specs.model import Feature
+from builder.yamlio import load_yaml
+
+
+class FeatureData(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    conda: tuple[str, ...] = ()
+    smoke_env: dict[str, str] = {}
+    source: str
+
+
+@lru_cache(maxsize=1)
+def load_features() -> dict[Feature, FeatureData]:
+    text = resources.files("builder").joinpath("data/features.yaml").read_text(encoding="utf-8")
+    return {Feature(name): FeatureData.model_validate(row) for name, row in load_yaml(text).items()}
+
+
+def feature_conda_packages(features: Iterable[Feature]) -> list[str]:
+    """The conda packages the features add, once each, in the order the spec names the features."""
+    data = load_features()
+    return list(dict.fromkeys(package for feature in features for package in data[feature].conda))
+
+
+def feature_smoke_env(features: Iterable[Feature]) -> dict[str, str]:
+    data = load_features()
+    return {name: value for feature in features for name, value in sorted(data[feature].smoke_env.items())}

@@ -1,0 +1,77 @@
+"""`features: [compile]`: the env gets a C++ compiler, the image holds its smoke suite to torch.compile,
+and a spec without features renders and hashes exactly as before."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from builder.errors import UsageError
+from builder.image.render import render_target
+from builder.image.smoke_run import suite_args
+from builder.lock.inputs import lock_inputs
+from builder.specs.features import feature_conda_packages, feature_smoke_env, load_features
+from builder.specs.model import Feature, parse_spec
+from builder.specs.target import resolve_targets
+
+pytestmark = pytest.mark.unit
+
+BASE = {"name": "vision", "python": "3.11", "torch": "2.13.0", "targets": [{"cuda": "12.9"}, {"cuda": "cpu"}]}
+
+
+def targets(**extra):
+    return {t.key: t for t in resolve_targets(parse_spec({**BASE, **extra}))}
+
+
+def test_every_feature_has_its_data_with_a_source() -> None:
+    data = load_features()
+    assert set(data) == set(Feature)
+    assert all(row.source and (row.conda or row.smoke_env) for row in data.values())
+
+
+def test_compile_adds_a_compiler_to_every_targets_environment() -> None:
+    for key, target in targets(features=["compile"]).items():
+        dependencies = yaml.safe_load(render_target(target).environment_yml)["dependencies"]
+        assert "gxx" in dependencies, key
+
+
+def test_a_compiler_the_spec_already_asks_for_is_not_added_twice() -> None:
+    target = targets(features=["compile"], conda=["gxx=14.*"])["cpu"]
+    dependencies = yaml.safe_load(render_target(target).environment_yml)["dependencies"]
+    assert [d for d in dependencies if isinstance(d, str) and d.startswith("gxx")] == ["gxx=14.*"]
+
+
+def test_the_image_requires_the_compile_check_and_says_so_in_a_label() -> None:
+    dockerfile = render_target(targets(features=["compile"])["cuda12.9"]).dockerfile
+    assert 'ENVBUILD_REQUIRE_COMPILE="1"' in dockerfile
+    assert 'io.envbuild.features="compile"' in dockerfile
+
+
+def test_without_features_nothing_changes() -> None:
+    plain, listed = targets(), targets(features=[])
+    for key in plain:
+        assert render_target(plain[key]).dockerfile == render_target(listed[key]).dockerfile
+        assert lock_inputs(plain[key]).input_hash == lock_inputs(listed[key]).input_hash
+    assert "ENVBUILD_REQUIRE_COMPILE" not in render_target(plain["cpu"]).dockerfile
+    assert "io.envbuild.features" not in render_target(plain["cpu"]).dockerfile
+
+
+def test_the_feature_is_part_of_the_lock_inputs() -> None:
+    # The compiler is solved and locked with the rest: asking for it makes the old lock stale.
+    assert lock_inputs(targets()["cpu"]).input_hash != lock_inputs(targets(features=["compile"])["cpu"]).input_hash
+
+
+def test_an_unknown_feature_is_one_line_naming_the_known_ones() -> None:
+    with pytest.raises(UsageError) as refused:
+        parse_spec({**BASE, "features": ["jit"]})
+    assert "\n" not in refused.value.message and "compile" in refused.value.message
+
+
+def test_a_local_smoke_run_is_told_to_require_compile() -> None:
+    assert "--require-compile" in suite_args(0, "2.13.0", "cpu", None, require_compile=True)
+    assert "--require-compile" not in suite_args(0, "2.13.0", "cpu", None)
+
+
+def test_feature_helpers_keep_the_spec_order_and_no_repeats() -> None:
+    assert feature_conda_packages([Feature.COMPILE, Feature.COMPILE]) == ["gxx"]
+    assert feature_smoke_env([Feature.COMPILE]) == {"ENVBUILD_REQUIRE_COMPILE": "1"}
