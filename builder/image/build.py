@@ -175,6 +175,7 @@ BUILD_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"cannot download|connection|resolve|unreachable", re.I),
      "the build container cannot reach the channel: try --network host, or a --mirror it can reach"),
 )
+STEP_SHOWN = 48
 INSTALLER_ERROR = re.compile(r"^(?:envbuild-install: )?error: (.+)$")
 
 
@@ -189,7 +190,8 @@ def build_failure(context: BuildContext, log: BuildLog) -> str:
     if base:
         return f"{key}: {base}"
     cause = log.cause()
-    step = log.step if len(log.step) <= 90 else log.step[:87] + "..."
+    # The step's number and the start of its instruction place it; the cause and the fix need the room.
+    step = log.step if len(log.step) <= STEP_SHOWN else log.step[:STEP_SHOWN - 3] + "..."
     step = step or "the start"
     if cause:
         fix = next((fix for pattern, fix in BUILD_CAUSES if pattern.search(cause)),

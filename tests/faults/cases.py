@@ -551,14 +551,16 @@ def tags_on_one_image(ws: Workspace, outcome) -> list[str]:
 def with_concurrent_image(ws: Workspace) -> None:
     """A locked spec, and a second `envbuild image` of the same env started a moment before the case's."""
     with_world_lock()(ws)
-    process = subprocess.Popen([sys.executable, "-m", "builder", *IMAGE_ARGS], cwd=ws.root, stdout=subprocess.DEVNULL,
+    args = [arg.format(**ws.values) for arg in IMAGE_ARGS]
+    process = subprocess.Popen([sys.executable, "-m", "builder", *args], cwd=ws.root, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, env={**os.environ, "CI": "true", "TMPDIR": str(ws.tmp),
                                                             "HOME": str(ws.home)})
     ws.background.append(process)
     ws.values["other_pid"] = str(process.pid)
 
 
-IMAGE_ARGS = ("image", "team.yaml", "--cuda", "cpu", "--frozen", "--locks", "locks", "--network", "host")
+IMAGE_ARGS = ("image", "team.yaml", "--cuda", "cpu", "--frozen", "--locks", "locks", "--channel", "{world_channel}",
+              "--network", "host")
 CASES += [
     Case("image-two-runs-of-one-env", IMAGE_ARGS, exit=0, error=None, setup=with_concurrent_image,
          after=tags_on_one_image, needs="docker", timeout=900),
