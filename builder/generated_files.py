@@ -15,7 +15,7 @@ from pathlib import Path
 
 from builder import __version__
 from builder.errors import EnvbuildError, UsageError
-from builder.safe_io import write_file
+from builder.safe_io.writing import write_file
 
 
 def _umask() -> int:

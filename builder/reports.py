@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
-from builder.safe_io import write_file
+from builder.safe_io.writing import write_file
 
 if TYPE_CHECKING:  # rich takes a tenth of a second to import; --json output never needs it
     from rich.console import Console

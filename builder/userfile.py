@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from builder.safe_io import read_bounded
+from builder.safe_io.reading import read_bounded
 from builder.yamlio import DuplicateKey, SafeLoader
 
 MAX_SPEC_BYTES = 1024 * 1024

@@ -710,13 +710,14 @@ def run_cli(args: list[str]) -> int:
     """Run one command; whatever goes wrong ends in one `Error:` line and an exit code, never a
     traceback. SIGTERM and SIGHUP unwind like Ctrl-C, so containers and folders are cleaned up.
     Standard output is checked to the end: output that could not be written is an error too."""
-    from builder import proc, safe_io
+    from builder import proc
+    from builder.safe_io.stdout import OutputError, checked_stdout
 
-    with proc.signals_as_interrupt(), safe_io.checked_stdout() as stdout:
+    with proc.signals_as_interrupt(), checked_stdout() as stdout:
         code = _run_command(args)
         try:
             stdout.flush()  # what is still buffered: a full disk or a closed stdout says so here
-        except safe_io.OutputError as error:
+        except OutputError as error:
             click.echo(fit_error_line(f"Error: {error.message}"), err=True)
             return error.exit_code
         return code
@@ -724,7 +725,7 @@ def run_cli(args: list[str]) -> int:
 
 def _say_error(message: str) -> None:
     """One `Error:` line, after what the command printed (whose own failure is then not said again)."""
-    from builder.safe_io import settle_stdout
+    from builder.safe_io.stdout import settle_stdout
 
     settle_stdout()
     click.echo(fit_error_line(f"Error: {message}"), err=True)
@@ -747,7 +748,7 @@ def _run_command(args: list[str]) -> int:
     import os
 
     from builder import proc
-    from builder.safe_io import os_error_line
+    from builder.safe_io.oserrors import os_error_line
 
     try:
         result = cli.main(args=args, prog_name="envbuild", standalone_mode=False)

@@ -17,7 +17,8 @@ import click
 
 from builder.errors import UsageError
 from builder.image.smoke_run import ContainerOptions, container_options
-from builder.safe_io import input_problem, write_destination
+from builder.safe_io.reading import input_problem
+from builder.safe_io.writing import write_destination
 from builder.specs.cuda import TargetId
 from builder.specs.model import EnvSpec, load_spec
 from builder.specs.reference import check_label_text, check_registry

@@ -31,7 +31,7 @@ from builder.engine import (  # noqa: F401  (re-exported: callers that predate b
 )
 from builder.errors import EnvbuildError, UsageError
 from builder.image.context import BuildContext
-from builder.safe_io import exclusive_lock
+from builder.safe_io.locks import exclusive_lock
 
 LOG_TAIL = 30
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")

@@ -14,7 +14,7 @@ from builder.image.context import make_context
 from builder.image.render import checked_ca_files
 from builder.lock.targets import LOCK_FILE, check_targets, default_lock_dir, failure_line, lock_targets
 from builder.proc import owned_name, remove_stale_folders
-from builder.safe_io import os_error_reason
+from builder.safe_io.oserrors import os_error_reason
 from builder.specs.target import Target
 
 CONTEXT_PREFIX = "envbuild-context"

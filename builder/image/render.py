@@ -23,7 +23,7 @@ from builder.errors import UsageError
 from builder.generated_files import write_owned_folder
 from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
-from builder.safe_io import input_problem, read_bounded
+from builder.safe_io.reading import input_problem, read_bounded
 from builder.specs.cuda import CudaVersion, cuda_or_cpu
 from builder.specs.features import feature_smoke_env
 from builder.specs.target import Target

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.errors import EnvbuildError
-from builder.safe_io import read_bounded
+from builder.safe_io.reading import read_bounded
 from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, read_yaml
 
 

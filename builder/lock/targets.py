@@ -46,7 +46,9 @@ from builder.proc import (
     owned_name,
     remove_stale_folders,
 )
-from builder.safe_io import acquire_lock, read_bounded, release_lock, sync_file, write_destination
+from builder.safe_io.locks import acquire_lock, release_lock
+from builder.safe_io.reading import read_bounded
+from builder.safe_io.writing import sync_file, write_destination
 from builder.specs.cuda import cuda_json
 from builder.specs.model import default_lock_folder
 from builder.specs.target import Target

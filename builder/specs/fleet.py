@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import UsageError
-from builder.safe_io import read_bounded
+from builder.safe_io.reading import read_bounded
 from builder.specs.gpus import capability_of, capability_of_model, parse_capability
 from builder.specs.model import EnvSpec
 

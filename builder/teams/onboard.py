@@ -44,7 +44,8 @@ from builder.image.smoke_run import SmokeRun, run_local
 from builder.lock.install import export_platform_plan
 from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
-from builder.safe_io import WriteError, read_bounded, write_file
+from builder.safe_io.reading import read_bounded
+from builder.safe_io.writing import WriteError, write_file
 from builder.specs.cuda import CudaVersion, cuda_json, cuda_or_cpu
 from builder.specs.model import Feature
 from builder.specs.target import Target

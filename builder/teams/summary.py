@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from builder.errors import EnvbuildError
 from builder.reports import human_size
-from builder.safe_io import input_problem, read_bounded
+from builder.safe_io.reading import input_problem, read_bounded
 
 Kind = Literal["lock", "image", "matrix", "unreadable"]
 MAX_REPORT_BYTES = 64 * 1024 * 1024

@@ -1,4 +1,4 @@
-"""builder.safe_io: what envbuild reads and writes at the paths a user names, and its standard output.
+"""builder.safe_io (reading, writing, stdout, locks): what envbuild reads and writes at the paths a user names, and its standard output.
 
 Device nodes are private ones made with mknod in the test's folder (root only), never /dev's own."""
 
@@ -17,17 +17,11 @@ from pathlib import Path
 import pytest
 
 from builder.errors import EnvbuildError, UsageError
-from builder.safe_io import (
-    CheckedOutput,
-    OutputError,
-    WriteError,
-    exclusive_lock,
-    input_problem,
-    os_error_line,
-    read_bounded,
-    read_stdin,
-    write_file,
-)
+from builder.safe_io.locks import exclusive_lock
+from builder.safe_io.oserrors import os_error_line
+from builder.safe_io.reading import input_problem, read_bounded, read_stdin
+from builder.safe_io.stdout import CheckedOutput, OutputError
+from builder.safe_io.writing import WriteError, write_file
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
@@ -153,7 +147,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, mon
 
 
 def test_a_file_that_appears_meanwhile_is_not_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import builder.safe_io as safe_io
+    import builder.safe_io.writing as safe_writing
 
     path = tmp_path / "team.yaml"
     real_link = os.link
@@ -162,7 +156,7 @@ def test_a_file_that_appears_meanwhile_is_not_replaced(tmp_path: Path, monkeypat
         Path(destination).write_text("theirs")
         real_link(source, destination)
 
-    monkeypatch.setattr(safe_io.os, "link", racing_link)
+    monkeypatch.setattr(safe_writing.os, "link", racing_link)
     with pytest.raises(UsageError, match="exists; pass --force"):
         write_file(path, "ours")
     assert path.read_text() == "theirs" and leftovers(tmp_path, "team.yaml") == []
