@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from builder.cli.commands import cli
 from builder.errors import UsageError
 from builder.init.importer import init_spec
-from builder.specs.compat import load_compat
-from builder.specs.model import EnvSpec, Route, load_spec
+from builder.specs.model import EnvSpec, load_spec
 from tests import paths
+from tests.unit.init.corpus_checks import check_spec
 
 pytestmark = pytest.mark.unit
 
@@ -67,7 +67,7 @@ def test_init_reads_each_real_file_as_expected(tmp_path: Path, folder: str) -> N
     result = init_spec(corpus_file(entry), out=out, upgrade=bool(expect.get("needs_upgrade")))
     spec = load_spec(out)
     assert spec == result.spec
-    _check_spec(spec, expect)
+    check_spec(spec, expect)
     _check_targets([t.key for t in result.targets], expect)
     _check_packages(spec, expect)
     notes = [(n.entry, n.outcome, n.reason) for n in result.notes]
@@ -75,19 +75,6 @@ def test_init_reads_each_real_file_as_expected(tmp_path: Path, folder: str) -> N
         assert any(e == entry_text and o == outcome and reason in r for e, o, r in notes), (entry_text, notes)
     upgraded = [n for n in result.notes if n.outcome == "upgraded"]
     assert bool(upgraded) == bool(expect.get("needs_upgrade"))
-
-
-def _check_spec(spec: EnvSpec, expect: dict) -> None:
-    assert spec.route.value == expect["route"]
-    for key in ("torch", "torchvision", "python"):
-        if key in expect:
-            assert getattr(spec, key) == str(expect[key]), key
-    if expect.get("newest_torch"):
-        newest = [r for r in load_compat().releases()
-                  if r.confidence != "projected" and r.cuda_variants(Route(expect["route"]))][-1]
-        assert spec.torch == newest.latest
-    if "channels" in expect:
-        assert (list(spec.channels) if spec.channels is not None else None) == expect["channels"]
 
 
 def _check_targets(keys: list[str], expect: dict) -> None:

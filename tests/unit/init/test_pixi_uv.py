@@ -508,11 +508,17 @@ def uv_binary() -> str:
     return find_uv_bin()
 
 
-def test_uv_locks_the_exported_project_offline_from_the_targets_indexes(tmp_path: Path) -> None:
+def _uv_lock_offline(tmp_path: Path, tags_with_wheels: list[str]) -> tuple[Path, subprocess.CompletedProcess]:
+    """Export the pip spec's three targets for uv and run `uv lock --offline` on it, against a local index
+    that holds wheels for `tags_with_wheels` (and an empty index for the other tags)."""
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     if python not in ("3.9", "3.10", "3.11", "3.12", "3.13"):
         pytest.skip(f"torch 2.7 has no Python {python}")
-    local_index(tmp_path / "index", ["cu128", "cu118", "cpu"], {"torch": "2.7.1", "torchvision": "0.22.1"})
+    local_index(tmp_path / "index", tags_with_wheels, {"torch": "2.7.1", "torchvision": "0.22.1"})
+    for tag in {"cu128", "cu118", "cpu"} - set(tags_with_wheels):
+        for name in ("torch", "torchvision"):
+            (tmp_path / "index" / tag / name).mkdir(parents=True)
+            (tmp_path / "index" / tag / name / "index.html").write_text("\n")
     spec_path = write(tmp_path, "envs/wheels.yaml", PIP_SPEC.format(python=python).replace('pip: ["requests>=2"]',
                                                                                            "pip: []"))
     spec = load_spec(spec_path)
@@ -522,8 +528,13 @@ def test_uv_locks_the_exported_project_offline_from_the_targets_indexes(tmp_path
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "cache"), "UV_PYTHON": sys.executable,
                                "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"})
+    return written.path.parent, done
+
+
+def test_uv_locks_the_exported_project_offline_from_the_targets_indexes(tmp_path: Path) -> None:
+    project, done = _uv_lock_offline(tmp_path, ["cu128", "cu118", "cpu"])
     assert done.returncode == 0, done.stderr
-    lock = tomllib.loads((written.path.parent / "uv.lock").read_text(encoding="utf-8"))
+    lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
     locked = {(p["name"], p["version"]) for p in lock["package"]}
     for tag in ("cu128", "cu118", "cpu"):
         assert ("torch", f"2.7.1+{tag}") in locked and ("torchvision", f"0.22.1+{tag}") in locked
@@ -532,23 +543,7 @@ def test_uv_locks_the_exported_project_offline_from_the_targets_indexes(tmp_path
 
 def test_uv_refuses_an_export_whose_index_lacks_the_wheel(tmp_path: Path) -> None:
     """The check can fail: an index without the cu118 wheel is uv's error, not a silent pass."""
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if python not in ("3.9", "3.10", "3.11", "3.12", "3.13"):
-        pytest.skip(f"torch 2.7 has no Python {python}")
-    local_index(tmp_path / "index", ["cu128", "cpu"], {"torch": "2.7.1", "torchvision": "0.22.1"})
-    (tmp_path / "index" / "cu118" / "torch").mkdir(parents=True)
-    (tmp_path / "index" / "cu118" / "torchvision").mkdir(parents=True)
-    for name in ("torch", "torchvision"):
-        (tmp_path / "index" / "cu118" / name / "index.html").write_text("\n")
-    spec_path = write(tmp_path, "envs/wheels.yaml", PIP_SPEC.format(python=python).replace('pip: ["requests>=2"]',
-                                                                                           "pip: []"))
-    spec = load_spec(spec_path)
-    targets = resolve_targets(spec, sources=Sources(pip_index=(tmp_path / "index").as_uri() + "/{tag}"))
-    written = write_export("uv", spec, spec_path, targets, tmp_path / "project" / "pyproject.toml")
-    done = subprocess.run([uv_binary(), "lock", "--offline", "--no-progress"], cwd=written.path.parent,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "cache"), "UV_PYTHON": sys.executable,
-                               "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"})
+    _, done = _uv_lock_offline(tmp_path, ["cu128", "cpu"])
     assert done.returncode != 0 and "torch" in done.stderr
 
 

@@ -19,9 +19,9 @@ import yaml
 
 from builder.errors import UsageError
 from builder.init.importer import init_spec
-from builder.specs.compat import load_compat
-from builder.specs.model import EnvSpec, Route, load_spec
+from builder.specs.model import EnvSpec, load_spec
 from tests import paths
+from tests.unit.init.corpus_checks import check_spec
 
 pytestmark = pytest.mark.unit
 
@@ -63,7 +63,7 @@ def read_as_expected(folder: str, out: Path) -> None:
     result = init_spec(source, out=out, upgrade=bool(expect.get("needs_upgrade")))
     spec = load_spec(out)
     assert spec == result.spec
-    _check_spec(spec, expect)
+    check_spec(spec, expect)
     assert [t.key for t in result.targets] == expect["targets"]
     for key, torch in (expect.get("target_torch") or {}).items():
         assert next(t.torch for t in result.targets if t.key == key) == str(torch), key
@@ -71,21 +71,6 @@ def read_as_expected(folder: str, out: Path) -> None:
     notes = [(n.entry, n.outcome, n.reason) for n in result.notes]
     for entry_text, (outcome, reason) in (expect.get("notes") or {}).items():
         assert any(e == entry_text and o == outcome and reason in r for e, o, r in notes), (entry_text, notes)
-
-
-def _check_spec(spec: EnvSpec, expect: dict[str, Any]) -> None:
-    assert spec.route.value == expect["route"]
-    for key in ("torch", "torchvision", "python"):
-        if key in expect:
-            assert getattr(spec, key) == str(expect[key]), (key, getattr(spec, key))
-    if expect.get("newest_torch"):
-        newest = [r for r in load_compat().releases()
-                  if r.confidence != "projected" and r.cuda_variants(Route(expect["route"]))][-1]
-        assert spec.torch == newest.latest
-    if "channels" in expect:
-        assert (list(spec.channels) if spec.channels is not None else None) == expect["channels"]
-    if "platforms" in expect:
-        assert list(spec.platforms) == expect["platforms"]
 
 
 def _check_packages(spec: EnvSpec, expect: dict[str, Any]) -> None:
