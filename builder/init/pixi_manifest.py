@@ -20,11 +20,11 @@ from packaging.specifiers import SpecifierSet
 from builder.init.lines import SOME_CUDA
 from builder.init.reading import Hint, Reading, read_channel_list, read_conda_text, read_pip_text
 from builder.init.variants import (
-    PYPI,
     Variant,
     VariantsReading,
     declare_driver,
     declare_no_cuda,
+    is_pips_default_index,
     other_accelerator,
     python_minor_floor,
     read_index_url,
@@ -388,7 +388,7 @@ def _read_pypi_index(reading: Reading, name: str, text: str, index: str) -> bool
     if name.lower() == "torch":
         read_index_url(reading, f"{name} index {index}", index)
         return True
-    if PYTORCH_INDEX.match(index) or PYPI.match(index):
+    if PYTORCH_INDEX.match(index) or is_pips_default_index(index):
         return True
     read_index_url(reading, f"{text} (index {index})", index, for_torch=False)
     return False

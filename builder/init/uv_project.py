@@ -21,9 +21,9 @@ from builder.init.lines import cuda_from_tag, parse_conda_line
 from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.reading import LINUX_MARKERS, Hint, Reading, read_pip_text
 from builder.init.variants import (
-    PYPI,
     Variant,
     VariantsReading,
+    is_pips_default_index,
     other_accelerator,
     python_minor_floor,
     read_index_url,
@@ -231,7 +231,7 @@ def _from_an_index(reading: Reading, requirement: str, name: str, project: Proje
                                               "index and pin it by version")
         return False
     url = str(project.indexes.get(str(first.get("index")), {}).get("url") or "")
-    if url and not (url.startswith(PYTORCH_PREFIX) or PYPI.match(url)):
+    if url and not (url.startswith(PYTORCH_PREFIX) or is_pips_default_index(url)):
         reading.note(requirement, "unmapped", f"uv takes it from {url}, an index a spec cannot carry; install it "
                                               "in your job or mirror it into your own index")
         return False

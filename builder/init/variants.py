@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import re
 import sys
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-PYPI = re.compile(r"https?://(pypi\.org|pypi\.python\.org|files\.pythonhosted\.org)/")
 # PyTorch's wheel indexes for accelerators envbuild does not build for (AMD ROCm, Intel XPU).
 OTHER_ACCELERATORS = {"rocm": "ROCm", "xpu": "XPU"}
 
@@ -106,11 +106,23 @@ def read_index_url(reading: Reading, entry: str, url: str, for_torch: bool = Tru
         if for_torch:
             reading.pip_index_hints.append(Hint(entry, cuda))
             reading.pip_index_urls.append(url)
-    elif PYPI.match(url):
+    elif is_pips_default_index(url):
         reading.note(entry, "dropped", "PyPI, pip's default index")
     else:
         reading.note(entry, "unmapped", "not a PyTorch wheel index, and a spec carries no other index; install "
                                         "what needs it in your job, or mirror it into your own index")
+
+
+def is_pips_default_index(url: str) -> bool:
+    """Whether `url` is the public index pip installs from by default, as pip itself names it (its address
+    is pip's to know: no copy of it here); False where pip is not installed."""
+    try:
+        from pip._internal.models.index import PyPI
+    except ImportError:
+        return False
+    default = urllib.parse.urlsplit(PyPI.simple_url)
+    given = urllib.parse.urlsplit(url)
+    return given.hostname in (default.hostname, PyPI.file_storage_domain) and given.scheme in ("https", "http")
 
 
 def declare_driver(reading: Reading, entry: str, driver: str) -> None:

@@ -597,3 +597,15 @@ def test_every_variant_unreadable_is_the_first_ones_refusal(tmp_path: Path) -> N
             numpy = "*"
             """)
     assert "no environment in it installs torch" in refused.value.message
+
+
+def test_pips_default_index_is_known_by_pips_own_name_for_it() -> None:
+    # The address comes from pip at run time; a mirror or a private index is not the default.
+    from pip._internal.models.index import PyPI
+
+    from builder.init.variants import is_pips_default_index
+
+    assert is_pips_default_index(PyPI.simple_url) and is_pips_default_index(PyPI.simple_url + "/")
+    assert is_pips_default_index(f"https://{PyPI.file_storage_domain}/packages/aa/bb/x-1.0-py3-none-any.whl")
+    assert not is_pips_default_index("https://pypi-index.invalid/simple")
+    assert not is_pips_default_index("https://download.pytorch.org/whl/cu128")
