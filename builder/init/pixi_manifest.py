@@ -25,6 +25,7 @@ from builder.init.variants import (
     declare_driver,
     declare_no_cuda,
     is_pips_default_index,
+    is_pytorch_wheel_index,
     other_accelerator,
     python_minor_floor,
     read_index_url,
@@ -50,7 +51,6 @@ NOT_READ = {
     "pypi-exclude-newer": "a date cut-off for the solve; envbuild's lock records what it solved instead",
 }
 LINUX = ("linux-64", "linux-aarch64")
-PYTORCH_INDEX = re.compile(r"https?://download\.pytorch\.org/whl/")
 KNOWN_PLATFORMS = ("linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64")
 FAMILIES = {"linux": ("linux-",), "unix": ("linux-", "osx-"), "osx": ("osx-",), "win": ("win-",)}
 
@@ -388,7 +388,7 @@ def _read_pypi_index(reading: Reading, name: str, text: str, index: str) -> bool
     if name.lower() == "torch":
         read_index_url(reading, f"{name} index {index}", index)
         return True
-    if PYTORCH_INDEX.match(index) or is_pips_default_index(index):
+    if is_pytorch_wheel_index(index) or is_pips_default_index(index):
         return True
     read_index_url(reading, f"{text} (index {index})", index, for_torch=False)
     return False

@@ -24,12 +24,11 @@ from builder.init.variants import (
     Variant,
     VariantsReading,
     is_pips_default_index,
+    is_pytorch_wheel_index,
     other_accelerator,
     python_minor_floor,
     read_index_url,
 )
-
-PYTORCH_PREFIX = "https://download.pytorch.org/whl/"
 
 
 @dataclass(frozen=True)
@@ -231,7 +230,7 @@ def _from_an_index(reading: Reading, requirement: str, name: str, project: Proje
                                               "index and pin it by version")
         return False
     url = str(project.indexes.get(str(first.get("index")), {}).get("url") or "")
-    if url and not (url.startswith(PYTORCH_PREFIX) or is_pips_default_index(url)):
+    if url and not (is_pytorch_wheel_index(url) or is_pips_default_index(url)):
         reading.note(requirement, "unmapped", f"uv takes it from {url}, an index a spec cannot carry; install it "
                                               "in your job or mirror it into your own index")
         return False
@@ -252,7 +251,7 @@ def _read_default_index(reading: Reading, candidate: Candidate, project: Project
     searched = [entry for entry in project.indexes.values() if not entry.get("explicit")]
     legacy = [project.uv.get("index-url"), *(project.uv.get("extra-index-url") or [])]  # uv's older settings
     urls = [str(e["url"]) for e in searched] + [str(u) for u in legacy if u]
-    pytorch = next((url for url in urls if url.startswith(PYTORCH_PREFIX)), None)
+    pytorch = next((url for url in urls if is_pytorch_wheel_index(url)), None)
     if pytorch:
         read_index_url(reading, f"index {pytorch}", pytorch)
         return

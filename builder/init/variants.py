@@ -27,6 +27,7 @@ from builder.specs.compat import CompatData, load_compat
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import parse_capability
 from builder.specs.model import Route
+from builder.specs.target import default_pip_index
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -111,6 +112,12 @@ def read_index_url(reading: Reading, entry: str, url: str, for_torch: bool = Tru
     else:
         reading.note(entry, "unmapped", "not a PyTorch wheel index, and a spec carries no other index; install "
                                         "what needs it in your job, or mirror it into your own index")
+
+
+def is_pytorch_wheel_index(url: str) -> bool:
+    """Whether `url` is under PyTorch's wheel index (builder/data/sources.yaml), by http or https."""
+    prefix = default_pip_index().split("{tag}")[0]
+    return url.partition("://")[2].startswith(prefix.partition("://")[2])
 
 
 def is_pips_default_index(url: str) -> bool:
