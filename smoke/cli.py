@@ -98,7 +98,9 @@ def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
     ctx = Context(settings)
 
     import_result, checks = _import_checks()
-    if checks is None:  # torch itself is broken: report that alone, as a failure
+    if checks is None:  # torch itself is broken: report that alone, as a failure, with its reason
+        _print_header()
+        _print_row(import_result)
         return _finish(SmokeReport([import_result], {"python": sys.version.split()[0]}), args), []
     try:
         # env.import_torch is the CLI's own result, not a registered check: no selection needed.

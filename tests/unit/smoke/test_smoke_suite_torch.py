@@ -287,7 +287,10 @@ def test_arch_flags_against_the_data(monkeypatch: pytest.MonkeyPatch, built: str
 
 
 def test_cli_expect_archs_from_the_environment_and_refused_when_malformed() -> None:
-    done = _smoke("--only", "env.arch_flags", "--no-collect-env", env={"ENVBUILD_EXPECT_ARCHS": "sm_80 sm_90"})
+    # On a CUDA build the check compares for real: expect what this torch was built with (on a GPU machine,
+    # a made-up list failed here).
+    archs = " ".join(torch.cuda.get_arch_list()) or "sm_80 sm_90"
+    done = _smoke("--only", "env.arch_flags", "--no-collect-env", env={"ENVBUILD_EXPECT_ARCHS": archs})
     assert done.returncode == 0, done.stdout + done.stderr
     done = _smoke("--only", "env.arch_flags", "--no-collect-env", "--expect-archs", "ampere")
     assert done.returncode == 2
