@@ -36,6 +36,23 @@ else:
     import time; time.sleep(12)
 """
 
+# CUDA sources of the two kernel cases (substituted like the rank code): one built for sm_75 alone, so a newer
+# GPU has no kernel image for it; one that writes far outside its buffer.
+FILL_KERNEL = """\
+#include <c10/cuda/CUDAException.h>
+__global__ void fill(float* out, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = 1.0f; }
+torch::Tensor run(torch::Tensor x) {
+  fill<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), x.numel());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return x;
+}
+"""
+
+SCRIBBLE_KERNEL = """\
+__global__ void scribble(float* out) { out[threadIdx.x * 1099511627776ULL] = 1.0f; }
+torch::Tensor run(torch::Tensor x) { scribble<<<1, 32>>>(x.data_ptr<float>()); return x; }
+"""
+
 CASES: dict[str, str] = {
     "deserialize-cuda1-one-gpu": """
         import io, torch
@@ -145,11 +162,71 @@ CASES: dict[str, str] = {
         print("is_available:", torch.cuda.is_available(), "count:", torch.cuda.device_count())
         torch.zeros(1, device="cuda")
     """,
+    "weights-only-custom-class": """
+        import io, torch
+        class Box:
+            def __init__(self): self.t = torch.ones(2, device="cuda")
+        buf = io.BytesIO(); torch.save({"box": Box()}, buf); buf.seek(0)
+        torch.load(buf)
+    """,
+    "memory-fraction-oom": """
+        import torch
+        torch.cuda.set_per_process_memory_fraction(0.001)
+        keep = torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
+        torch.empty(512 * 2**20, dtype=torch.uint8, device="cuda")
+    """,
+    "nccl-bad-socket-ifname": """
+        import os, datetime, torch, torch.distributed as dist
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29534", RANK="0", WORLD_SIZE="1",
+                          NCCL_SOCKET_IFNAME="nonexistent0", NCCL_DEBUG="WARN")
+        dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=30), device_id=torch.device("cuda:0"))
+        t = torch.ones(1, device="cuda")
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+        print("sum", t.item())
+    """,
+    "autocast-cuda-without-gpu": """
+        import os, warnings; os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        warnings.simplefilter("always")
+        import torch
+        with torch.autocast("cuda", dtype=torch.float16):
+            y = torch.nn.Linear(4, 2)(torch.randn(3, 4))
+        scaler = torch.amp.GradScaler("cuda")
+        print("dtype under autocast:", y.dtype, "scaler enabled:", scaler.is_enabled())
+    """,
+    "kernel-without-sm90-image": """
+        import torch
+        from torch.utils.cpp_extension import load_inline
+        mod = load_inline("sm75_only", cpp_sources="torch::Tensor run(torch::Tensor x);", cuda_sources=FILL_KERNEL,
+                          functions=["run"], extra_cuda_cflags=["-gencode=arch=compute_75,code=sm_75"])
+        mod.run(torch.zeros(16, device="cuda"))
+        torch.cuda.synchronize()
+    """,
+    "illegal-memory-access": """
+        import torch
+        from torch.utils.cpp_extension import load_inline
+        mod = load_inline("scribble", cpp_sources="torch::Tensor run(torch::Tensor x);", cuda_sources=SCRIBBLE_KERNEL,
+                          functions=["run"], extra_cuda_cflags=["-gencode=arch=compute_90,code=sm_90"])
+        mod.run(torch.zeros(16, device="cuda"))
+        torch.cuda.synchronize()
+    """,
+    "tcpstore-port-in-use": """
+        import os, socket, datetime, torch.distributed as dist
+        holder = socket.socket(); holder.bind(("127.0.0.1", 29535)); holder.listen()
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29535", RANK="0", WORLD_SIZE="1")
+        dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=20))
+    """,
 }
 
 
+SUBSTITUTED = {"RANK_NCCL": RANK_NCCL, "RANK_GLOO": RANK_GLOO, "FILL_KERNEL": FILL_KERNEL,
+               "SCRIBBLE_KERNEL": SCRIBBLE_KERNEL}
+
+
 def run_case(name: str, body: str, outdir: Path, timeout: int) -> tuple[str, int | str]:
-    code = textwrap.dedent(body).replace("RANK_NCCL", repr(RANK_NCCL)).replace("RANK_GLOO", repr(RANK_GLOO))
+    code = textwrap.dedent(body)
+    for placeholder, text in SUBSTITUTED.items():
+        code = code.replace(placeholder, repr(text))
     try:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
         text, status = done.stdout + done.stderr, done.returncode
@@ -166,10 +243,15 @@ def main() -> int:
     parser.add_argument("outdir", type=Path)
     parser.add_argument("--timeout", type=int, default=90)
     parser.add_argument("--jobs", type=int, default=6)
+    parser.add_argument("--only", default="", help="comma-separated case names (default: all)")
     args = parser.parse_args()
+    chosen = [name for name in args.only.split(",") if name] or list(CASES)
+    unknown = sorted(set(chosen) - set(CASES))
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(unknown)}")
     args.outdir.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda item: run_case(*item, args.outdir, args.timeout), CASES.items()))
+        results = list(pool.map(lambda name: run_case(name, CASES[name], args.outdir, args.timeout), chosen))
     for name, status in results:
         print(f"{name}: exit {status}")
     return 0
