@@ -7,6 +7,7 @@
 # builder's pure-Python needs that such a machine lacks travel as wheels in .whl/ (pydantic, docker).
 set -u
 : "${OUT:?set OUT to the folder the results go to}"
+mkdir -p "$OUT"
 work=$(mktemp -d)
 mkdir -p "$work/nvidia-smi" "$work/errors"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
