@@ -207,8 +207,9 @@ class ContainerFlags:
 
 
 container_options_group = option_group("smoke_container", [
-    click.option("--gpus", metavar="all|N|auto:N",
-                 help="GPUs for the container (auto:N: the N with most free memory)."),
+    click.option("--gpus", metavar="all|N|device=ID,...|auto:N",
+                 help="GPUs for the container, as CDI devices where the engine has NVIDIA's CDI specs "
+                      "(auto:N: the N with most free memory)."),
     click.option("--require-gpus", type=click.IntRange(0), default=0, help="Fail unless N GPUs are visible."),
     click.option("--shm-size", default="1g", show_default=True, help="Shared memory (DataLoader workers need it)."),
     click.option("--ulimit", "ulimits", multiple=True, metavar="NAME=SOFT[:HARD]",

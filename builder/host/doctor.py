@@ -17,6 +17,7 @@ from typing import Any
 from builder import proc
 from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address, engine_failures
 from builder.findings import Finding, Severity, sort_findings
+from builder.gpu_access import GpuAccess, engine_gpu_access
 from builder.host.gpuinfo import GpuInfo, read_host_gpus
 from builder.specs.compat import CompatData, load_compat, version_tuple
 from builder.specs.cuda import CudaVersion, cuda_json, cuda_or_cpu
@@ -59,6 +60,7 @@ class EngineFacts:
     runtimes: tuple[str, ...] = ()
     default_runtime: str | None = None
     error: str | None = None
+    gpu_access: GpuAccess | None = None  # CDI or the `gpu` capability, and why (builder/gpu_access.py)
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,7 @@ class DoctorReport:
             ["Python", host.python],
             ["Docker engine", engine_text],
             ["NVIDIA container toolkit", "; ".join(toolkit) or "none"],
+            ["GPU access", engine.gpu_access.reason if engine.gpu_access else "unknown (no engine answered)"],
             ["NVIDIA driver", driver_text],
             ["GPUs", str(len(host.gpus)) if host.gpus else "none"],
             ["CUDA_VISIBLE_DEVICES", _unset_or(host.cuda_visible_devices)],
@@ -270,6 +273,7 @@ def _engine_facts(timeout: float) -> EngineFacts:
         api_version=version.get("ApiVersion"),
         runtimes=tuple(sorted(info.get("Runtimes") or {})),
         default_runtime=info.get("DefaultRuntime"),
+        gpu_access=engine_gpu_access(version, info),
     )
 
 
@@ -304,7 +308,7 @@ def diagnose(facts: HostFacts, targets: list[Target] | tuple[Target, ...] = (),
 
 def host_findings(facts: HostFacts) -> list[HostCheck]:
     return [*_engine_findings(facts), *_driver_findings(facts), *_toolkit_findings(facts),
-            *_visibility_findings(facts)]
+            *_visibility_findings(facts), *[HostCheck(*a.as_check()) for a in [facts.engine.gpu_access] if a]]
 
 
 def _engine_findings(facts: HostFacts) -> list[HostCheck]:

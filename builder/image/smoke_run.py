@@ -1,8 +1,10 @@
 """`envbuild smoke`: the in-image suite (`python -m smoke`) run in a container or in this Python.
 
 The container is created, started, waited on with a timeout and always removed. GPUs are asked
-for through device_requests; an engine without the NVIDIA runtime refuses them at start, which
-is reported in one line and, unless GPUs are required, followed by a CPU-only run.
+for through device_requests on the path this engine takes (builder/gpu_access.py): CDI device names
+(nvidia.com/gpu=...) where it reads CDI specs listing NVIDIA GPUs, else the `gpu` capability request
+of `--gpus`. An engine that refuses them at start (no NVIDIA runtime, no CDI spec for a device) is
+reported in one line naming the cause and, unless GPUs are required, followed by a CPU-only run.
 
 The command line imports this module at start-up (its container options are shared flags), so the
 engine adapter, the GPU readings and the renderer are imported by the functions that use them: every
@@ -22,13 +24,16 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder import proc
 from builder.errors import EnvbuildError, UsageError
 from smoke.report import SmokeReport
 
+if TYPE_CHECKING:  # the decision and its data load only when a run asks for GPUs
+    from builder.gpu_access import GpuAccess
+
 REPORT_DIR = "/tmp/envbuild-smoke"
-NO_GPU_RUNTIME = "could not select device driver"
 SMOKE_RUN = "smoke"  # the io.envbuild.run label of the suite's containers
 
 
@@ -84,8 +89,13 @@ class GpuRequest:
 MAX_GPUS = 256  # more than any one host has; a larger count is a typo, not a request
 
 
+# docker's `--gpus device=...` entries: an index, a GPU or MIG UUID, or a MIG instance as gpu:mig.
+DEVICE_ID = re.compile(r"^(?:[0-9]+(?::[0-9]+)?|(?:GPU|MIG)-[0-9A-Za-z-]+)$")
+
+
 def parse_gpus(value: str | None) -> GpuRequest:
-    """`all`, `N`, or `auto:N` (the N GPUs with the most free memory, by NVML on this host).
+    """`all`, `N`, `device=ID[,ID...]` (as `docker run --gpus`), or `auto:N` (the N GPUs with the most
+    free memory, by NVML on this host).
 
     Counts the engine could never satisfy are refused here, before anything is built or started:
     0 (leave --gpus out for a CPU run), more than this host's GPUs when NVML can count them."""
@@ -93,9 +103,14 @@ def parse_gpus(value: str | None) -> GpuRequest:
         return GpuRequest(None)
     if value == "all":
         return GpuRequest(-1)
+    if value.startswith("device="):
+        ids = tuple(entry.strip() for entry in value[7:].split(","))
+        if not all(DEVICE_ID.match(entry) for entry in ids):
+            raise UsageError(f"--gpus {value!r}: list GPUs by index or UUID, e.g. device=0,1 or device=GPU-<uuid>")
+        return GpuRequest(None, ids)
     count_text = value[5:] if value.startswith("auto:") else value
     if not count_text.isdigit():
-        raise UsageError(f"--gpus {value!r}: use all, a count (1, 2, ...), or auto:N")
+        raise UsageError(f"--gpus {value!r}: use all, a count (1, 2, ...), device=ID[,ID...], or auto:N")
     wanted = int(count_text)
     if not 1 <= wanted <= MAX_GPUS:
         raise UsageError(f"--gpus {value}: ask for 1 to {MAX_GPUS} GPUs, or all; leave --gpus out for a CPU-only run")
@@ -174,9 +189,17 @@ def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cud
         return SmokeRun.from_json(json.loads(report.read_text()), [], time.monotonic() - started)
 
 
-def _device_requests(request: GpuRequest) -> list:
+def _device_requests(request: GpuRequest, access: GpuAccess | None = None) -> list:
+    """The engine's device requests for `request`, on the path `access` chose: CDI names
+    (driver "cdi", as `docker run --device nvidia.com/gpu=all` sends) or the `gpu` capability (`--gpus`)."""
     from docker.types import DeviceRequest
 
+    if request.count is None and not request.device_ids:
+        return []
+    if access is not None and access.uses_cdi:
+        from builder.gpu_access import CDI, cdi_device_names
+
+        return [DeviceRequest(driver=CDI, device_ids=cdi_device_names(request.count, request.device_ids))]
     if request.device_ids:
         return [DeviceRequest(device_ids=list(request.device_ids), capabilities=[["gpu"]])]
     if request.count is not None:
@@ -242,7 +265,7 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
     started = time.monotonic()
     args = ["sh", "-c", f"mkdir -p {REPORT_DIR} && exec python -m smoke " + " ".join(
         suite_args(require_gpus, expect_torch, expect_cuda, only))]
-    requests = _device_requests(container.gpus)
+    requests = _device_requests(container.gpus, gpu_access_of(client, container.gpus))
     while True:
         try:
             created = client.containers.create(image, command=args, device_requests=requests or None,
@@ -251,8 +274,9 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
         except engine_failures() as exc:
             raise engine_error(exc, f"{image}: the smoke container") from None
         try:
-            if not _start(created, image, require_gpus, with_gpus=bool(requests)):
-                notes.append("no NVIDIA container runtime on this engine: ran the CPU checks only")
+            refused = _start(created, image, require_gpus, requests)
+            if refused:
+                notes.append(refused)
                 requests = []
                 continue
             _wait(created, image, timeout)
@@ -264,24 +288,35 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
                 pass  # the engine went away; the next run reaps it by its labels
 
 
-def _start(created, image: str, require_gpus: int, with_gpus: bool) -> bool:
-    """Start the suite's container; False when the engine has no NVIDIA runtime for the GPUs asked
-    and none are required (the caller then runs the CPU checks without them)."""
+def gpu_access_of(client, request: GpuRequest) -> GpuAccess | None:
+    """The path this engine gives GPUs (CDI or the `gpu` capability); None when no GPU is asked for."""
+    if request.count is None and not request.device_ids:
+        return None
+    from builder.gpu_access import client_gpu_access
+
+    return client_gpu_access(client)
+
+
+def _start(created, image: str, require_gpus: int, requests: list) -> str | None:
+    """Start the suite's container. When the engine refuses the GPUs asked (no NVIDIA runtime, a CDI
+    device no spec names) and none are required: the note saying why, and the caller runs the CPU
+    checks without them; None once started."""
     from builder.engine import engine_error, engine_failures
+    from builder.gpu_access import gpu_refusal
 
     try:
         created.start()
     except engine_failures() as exc:
-        if NO_GPU_RUNTIME in str(exc) and with_gpus:
+        refusal = gpu_refusal(str(exc), [name for request in requests for name in request.get("DeviceIDs") or []]
+                              ) if requests else None
+        if refusal is not None:
             if require_gpus:
-                raise EnvbuildError(
-                    f"{require_gpus} GPU(s) required but this engine has no NVIDIA runtime "
-                    "(install nvidia-container-toolkit and restart the engine)") from None
-            return False
+                raise EnvbuildError(refusal.required(require_gpus)) from None
+            return refusal.note
         if "rlimit" in str(exc):
             raise EnvbuildError(f"the engine refused a --ulimit: {exc}; drop it on this host") from None
         raise engine_error(exc, f"{image}: the smoke container's start") from None
-    return True
+    return None
 
 
 def _wait(created, image: str, timeout: float) -> None:

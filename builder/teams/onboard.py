@@ -28,6 +28,7 @@ from typing import Any
 
 from builder import __version__, envvars, proc
 from builder.errors import EnvbuildError, UsageError
+from builder.gpu_access import GpuAccess, docker_run_gpu_flag
 from builder.host.doctor import (
     MINOR_COMPAT,
     NEEDS_FIX,
@@ -537,8 +538,10 @@ class ImageOnboardResult:
         return {**asdict(self), "cuda": cuda_json(self.cuda), "seconds": round(self.seconds, 1)}
 
 
-def docker_run_line(image: str, cuda: CudaVersion | None) -> str:
-    gpus = "--gpus all " if cuda else ""
+def docker_run_line(image: str, cuda: CudaVersion | None, access: GpuAccess | None = None) -> str:
+    """How to run the image here: GPUs (CUDA builds) the way this engine takes them (`access`): CDI names
+    where it reads NVIDIA's CDI specs, else `--gpus all`, which also stands when no engine answered."""
+    gpus = docker_run_gpu_flag(access) + " " if cuda else ""
     # DataLoader workers share tensors through /dev/shm; Docker's 64 MB default stalls them.
     return f'docker run --rm -it {gpus}--shm-size 1g -v "$PWD":/work -w /work {image}'
 
@@ -551,10 +554,28 @@ def pull_image(target: Target, registry: str, client=None) -> str:
                             f"`envbuild image ... --cuda {cuda_or_cpu(target.cuda)} --push {registry}`") from None
 
 
+def gpu_access_here() -> GpuAccess | None:
+    """How this host's engine takes GPUs, or None when no engine answers (the run line then says --gpus all)."""
+    from builder.engine import EngineUnreachable, docker_client
+    from builder.gpu_access import client_gpu_access
+
+    try:
+        client = docker_client(timeout=10)
+    except EngineUnreachable:
+        return None
+    try:
+        return client_gpu_access(client)
+    except EnvbuildError:
+        return None
+    finally:
+        client.close()
+
+
 def image_result(choice: TargetChoice, image: str, how: str, seconds: float) -> ImageOnboardResult:
     target = choice.target
+    access = gpu_access_here() if target.cuda else None
     return ImageOnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, image, how,
-                              docker_run_line(image, target.cuda), seconds)
+                              docker_run_line(image, target.cuda, access), seconds)
 
 
 # --- entry points -------------------------------------------------------------------------------
