@@ -47,11 +47,12 @@ def _route(reading: Reading) -> Route:
             "one copy overwrites the other. Keep one of them and run `envbuild init` again")
     if reading.pip_torch:
         return Route.PIP
-    if reading.conda_torch is None and reading.ngc_image:
+    if reading.conda_torch is None and reading.torch_image:
+        image = reading.torch_image
         raise reading.fail(
-            f"FROM {reading.ngc_image} is NVIDIA's NGC PyTorch image: its torch is NVIDIA's own build, which no "
-            "tag names; add a `pip install torch==X.Y.Z --index-url .../cuXYZ` line, or give envbuild the "
-            "environment file the image was made from")
+            f"torch comes from the base image (FROM {image.image}: {image.why}); pin the torch you run with a "
+            "`RUN pip install torch==X.Y.Z --index-url https://download.pytorch.org/whl/cuXYZ` line, or give "
+            "envbuild the environment file the image was made from")
     if reading.conda_torch is None:
         raise reading.fail(
             "no torch in it (pytorch in conda or torch in pip); envbuild builds PyTorch environments. "

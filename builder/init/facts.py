@@ -39,6 +39,8 @@ def _torch(reading: Reading) -> tuple[str | None, str]:
         return version, "base-image" if from_image else "pip"
     if reading.conda_torch is not None:
         return reading.conda_torch.version or "", "conda"
+    if reading.torch_image is not None:  # a base image's torch whose version its tag does not state
+        return "", "base-image"
     return None, "none"
 
 

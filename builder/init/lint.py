@@ -322,6 +322,30 @@ def torch_wheels_next_to_conda_torch(subject: LintSubject) -> Iterator[Finding]:
                       "pip (route pip)", "pip", wheels[0])
 
 
+@LINT.rule("lint.pip.line-pip-rejects", "a requirements line pip stops at")
+def line_pip_rejects(subject: LintSubject) -> Iterator[Finding]:
+    reading = subject.reading
+    for line, reason in reading.rejected_lines if reading is not None else []:
+        fix = ("put each requirement on a line of its own, and an index option on a line of its own"
+               if "on one line" in reason else "write it as `name==version` (PEP 508), or remove it")
+        yield finding(subject, "lint.pip.line-pip-rejects", "error",
+                      f"pip stops at {line[:120]!r}: {reason}", fix, "pip", line)
+
+
+@LINT.rule("lint.pip.ignored-line-option", "an index option that pip ignores on a requirement's line")
+def ignored_line_option(subject: LintSubject) -> Iterator[Finding]:
+    reading = subject.reading
+    ignored = reading.ignored_options if reading is not None else []
+    if ignored:
+        line, option = ignored[0]
+        more = f" (and {len(ignored) - 1} more)" if len(ignored) > 1 else ""
+        yield finding(subject, "lint.pip.ignored-line-option", "warning",
+                      f"pip ignores `{option}` on {line[:120]!r}{more}: on a requirement's line only --hash, "
+                      "--global-option and --config-settings take effect, so the package comes from the default "
+                      "index", f"move `{option}` to a line of its own (it then applies to the whole file)",
+                      "pip", line)
+
+
 @LINT.rule("lint.pip.section-without-pip", "a `pip:` section without `pip` in the conda dependencies")
 def pip_section_without_pip(subject: LintSubject) -> Iterator[Finding]:
     reading = subject.reading

@@ -17,6 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from builder.errors import UsageError
+from builder.init.base_images import ImageTorch
 from builder.init.lines import (
     CONDA_TORCH,
     CONDA_TORCH_FLAVOURS,
@@ -70,7 +71,8 @@ class Reading:
     exported: bool = False
     nodefaults: bool = False
     kind: str = "environment.yml"
-    ngc_image: str | None = None  # `FROM nvcr.io/nvidia/pytorch:...`: a torch no tag names
+    # the base image a Dockerfile's torch comes from, when the image's tag states no torch version
+    torch_image: ImageTorch | None = None
     base_images: list[str] = field(default_factory=list)  # a Dockerfile's FROM images, as written
     # Weaker than `hints`: a base image's CUDA (`FROM nvidia/cuda:12.1.0-...`) counts only when no line
     # of the file says otherwise, because the torch wheel brings its own CUDA libraries.
@@ -90,6 +92,8 @@ class Reading:
     has_pip_section: bool = False
     unpinned: list[str] = field(default_factory=list)
     locked_cuda: list[tuple[str, str]] = field(default_factory=list)  # (package, CUDA) from a lock's builds
+    rejected_lines: list[tuple[str, str]] = field(default_factory=list)  # (line, why pip stops there)
+    ignored_options: list[tuple[str, str]] = field(default_factory=list)  # (line, an option pip ignores there)
 
     def note(self, entry: str, outcome: Outcome, reason: str) -> None:
         if Note(entry, outcome, reason) not in self.notes:  # the same index line on every requirement

@@ -6,7 +6,6 @@ Dev cases must all pass; the held-out third (no rule tuned on it) is scored, and
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -1,0 +1,125 @@
+"""pip's grammar for requirements files and buildkit's for Dockerfiles, on the forms issue 22 met in the wild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder.errors import UsageError
+from builder.init.choose import draft_from_environment
+from builder.init.dockerfile import read_dockerfile_text
+from builder.init.dockerfile_vars import BuildVariables
+from builder.init.facts import file_facts
+from builder.init.lint import lint_reading
+from builder.init.read_requirements import read_requirements, read_requirements_text
+from builder.init.requirements_file import parse_requirements_text
+
+pytestmark = pytest.mark.unit
+
+SEVERAL_ON_ONE_LINE = ("torch==2.0.1+cu118 torchvision==0.15.2+cu118 "
+                       "--extra-index-url https://download.pytorch.org/whl/cu118\n")
+
+
+def test_several_requirements_and_an_index_on_one_line_are_read_and_linted_as_pip_rejects_them() -> None:
+    reading = read_requirements_text(SEVERAL_ON_ONE_LINE, "requirements.txt")
+    assert file_facts(reading).as_dict() == {"torch": "2.0.1", "torch_from": "pip", "cuda": "11.8",
+                                             "platform": "linux-64"}
+    assert reading.pip_torchvision is not None
+    findings = {f.rule: f for f in lint_reading(reading)}
+    rejected = findings["lint.pip.line-pip-rejects"]
+    assert rejected.severity.value == "error" and "2 requirements on one line" in rejected.message
+    assert "lint.pip.ignored-line-option" in findings
+
+
+@pytest.mark.parametrize("text, requirements, options, ignored, rejected", [
+    ("numpy>=1.2 ; python_version >= '3.8' \\\n    --hash=sha256:ab\n", ["numpy>=1.2 ; python_version >= '3.8'"],
+     [], [], None),
+    ("-e git+https://github.com/x/y.git#egg=y\n", [], ["-e git+https://github.com/x/y.git#egg=y"], [], None),
+    ("--extra-index-url https://download.pytorch.org/whl/cu121 # cuda\n", [],
+     ["--extra-index-url https://download.pytorch.org/whl/cu121"], [], None),
+    ("torch==2.1.2 -i https://download.pytorch.org/whl/cu118\n", ["torch==2.1.2"], [],
+     ["--index-url https://download.pytorch.org/whl/cu118"], None),
+    ("--no-such-option\n", [], [], [], "no such option: --no-such-option"),
+    ("torch=2.1\n", ["torch=2.1"], [], [], "Invalid requirement"),
+])
+def test_pip_grammar_splits_requirements_options_and_refusals(text: str, requirements: list[str],
+                                                               options: list[str], ignored: list[str],
+                                                               rejected: str | None) -> None:
+    [line] = parse_requirements_text(text)
+    assert (list(line.requirements), list(line.options), list(line.ignored)) == (requirements, options, ignored)
+    assert (rejected is None and line.rejected is None) or (rejected and rejected in (line.rejected or ""))
+
+
+def test_an_included_requirements_file_is_read_in_place(tmp_path: Path) -> None:
+    (tmp_path / "base.txt").write_text("--extra-index-url https://download.pytorch.org/whl/cu121\n"
+                                       "torch==2.4.1\n", encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("-r base.txt\neinops==0.8.0\n-r missing.txt\n", encoding="utf-8")
+    reading = read_requirements(tmp_path / "requirements.txt")
+    assert file_facts(reading).torch == "2.4.1" and file_facts(reading).cuda == "12.1"
+    assert any(n.entry == "-r missing.txt" and n.outcome == "unmapped" for n in reading.notes)
+
+
+def test_a_requirements_file_that_includes_itself_stops(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("-r requirements.txt\ntorch==2.4.1\n", encoding="utf-8")
+    reading = read_requirements(tmp_path / "requirements.txt")
+    assert reading.pip_torch is not None and reading.pip_names.count("torch") <= 6
+
+
+def test_an_arg_pinned_torch_in_a_dockerfile_is_read() -> None:
+    text = ("ARG PYTORCH='2.6.0'\nARG CUDA=cu124\nFROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04\n"
+            "ARG PYTORCH\nARG CUDA\nENV INDEX=https://download.pytorch.org/whl/${CUDA}\n"
+            "RUN pip install torch==${PYTORCH} --index-url $INDEX\n")
+    reading = read_dockerfile_text(text, "Dockerfile")
+    assert file_facts(reading).as_dict() == {"torch": "2.6.0", "torch_from": "pip", "cuda": "12.4",
+                                             "platform": "linux-64"}
+    draft = draft_from_environment(reading, "probe")
+    assert (draft.data["torch"], draft.data["targets"]) == ("2.6.0", [{"cuda": "12.4"}])
+
+
+def test_a_stage_sees_a_global_arg_only_when_it_declares_it_again() -> None:
+    text = "ARG TORCH=2.5.1\nFROM python:3.11\nRUN pip install torch==${TORCH}\n"
+    reading = read_dockerfile_text(text, "Dockerfile")
+    assert reading.pip_torch is None  # buildkit leaves ${TORCH} unset in the stage: not read as a version
+
+
+@pytest.mark.parametrize("text, expanded", [
+    ("${A:-x}", "1"), ("${UNSET:-x}", "x"), ("${EMPTY:-x}", "x"), ("${EMPTY-x}", ""), ("${A:+y}", "y"),
+    ("${UNSET+y}", ""), ("$A/$B", "1/two words"), ("$UNSET", "$UNSET"),
+])
+def test_buildkit_substitution_forms(text: str, expanded: str) -> None:
+    variables = BuildVariables()
+    variables.start_stage()
+    variables.declare_args(("A=1", "EMPTY="))
+    variables.set_env(("B", '"two words"'))
+    assert variables.expand(text) == expanded
+
+
+@pytest.mark.parametrize("image, torch, cuda", [
+    ("pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime", "2.3.1", "12.1"),
+    ("nvcr.io/nvidia/pytorch:25.12-py3", "2.10.*", "13.1"),
+])
+def test_a_base_image_that_states_its_torch_is_read_as_its_source(image: str, torch: str, cuda: str) -> None:
+    facts = file_facts(read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile"))
+    assert (facts.torch, facts.torch_from, facts.cuda) == (torch, "base-image", cuda)
+
+
+@pytest.mark.parametrize("image", ["huggingface/transformers-pytorch-gpu", "nvcr.io/nvidia/pytorch:24.05-py3",
+                                   "pytorch/pytorch:latest"])
+def test_a_base_image_torch_without_a_stated_version_is_named_as_the_source(image: str) -> None:
+    reading = read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile")
+    assert (file_facts(reading).torch, file_facts(reading).torch_from) == ("", "base-image")
+    with pytest.raises(UsageError, match=f"torch comes from the base image \\(FROM {image}"):
+        draft_from_environment(reading, "probe")
+
+
+def test_from_platform_flag_keeps_the_platform() -> None:
+    text = "FROM --platform=linux/arm64 pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime\n"
+    assert file_facts(read_dockerfile_text(text, "Dockerfile")).platform == "linux-aarch64"
+
+
+def test_exec_form_and_heredoc_runs_are_read() -> None:
+    exec_form = 'FROM python:3.11\nRUN ["pip", "install", "torch==2.4.1+cu121"]\n'
+    heredoc = "FROM python:3.11\nRUN <<EOF\npip install torch==2.4.1+cu121\nEOF\n"
+    for text in (exec_form, heredoc):
+        assert file_facts(read_dockerfile_text(text, "Dockerfile")).as_dict()["torch"] == "2.4.1"
