@@ -18,7 +18,8 @@ from builder.init.dockerfile import read_dockerfile
 from builder.init.pixi_lock import read_pixi_lock_data
 from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.read_requirements import read_requirements
-from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text
+from builder.init.platform_hints import keep_file_platform
+from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 from builder.init.uv_project import read_pyproject_data
 from builder.init.variants import read_toml_file
 from builder.specs.model import read_yaml_file
@@ -39,9 +40,13 @@ def read_source(path: Path) -> Reading:
     """Any file `envbuild init --from` takes, recognised by its name and then by its content."""
     kind = source_kind(path)
     if kind == "Dockerfile":
-        return read_dockerfile(path)
+        reading = read_dockerfile(path)
+        keep_file_platform(reading, None, path.name)
+        return reading
     if kind == "requirements.txt":
-        return read_requirements(path)
+        reading = read_requirements(path)
+        keep_file_platform(reading, read_text_file(path, "requirements file"), path.name)
+        return reading
     if kind in ("pixi.toml", "pyproject.toml"):
         data = read_toml_file(path, kind)
         return read_pixi_manifest_data(data, str(path)) if kind == "pixi.toml" else read_pyproject_data(data, str(path))
@@ -51,7 +56,9 @@ def read_source(path: Path) -> Reading:
     data = read_yaml_file(path, kind)
     if kind == "conda-lock.yml" or (isinstance(data, dict) and "package" in data and "dependencies" not in data):
         return read_conda_lock_data(data, str(path))
-    return read_environment_data(data, str(path))
+    reading = read_environment_data(data, str(path))
+    keep_file_platform(reading, read_text_file(path, kind), path.name)
+    return reading
 
 
 def source_kind(path: Path) -> str:

@@ -123,3 +123,21 @@ def test_exec_form_and_heredoc_runs_are_read() -> None:
     heredoc = "FROM python:3.11\nRUN <<EOF\npip install torch==2.4.1+cu121\nEOF\n"
     for text in (exec_form, heredoc):
         assert file_facts(read_dockerfile_text(text, "Dockerfile")).as_dict()["torch"] == "2.4.1"
+
+
+@pytest.mark.parametrize("name, text, platform", [
+    ("environment_arch-aarch64.yaml", "dependencies: [pytorch=2.5.1, cuda-version=12.4]\n", "linux-aarch64"),
+    ("environment.yml", "dependencies: [pytorch=2.5.1, cuda-version=12.4, gcc_linux-aarch64]\n", "linux-aarch64"),
+    ("environment.yml", "dependencies:\n- pytorch=2.5.1\n- cuda-version=12.4  # [linux and aarch64]\n",
+     "linux-aarch64"),
+    ("environment.yml", "dependencies:\n- pytorch=2.5.1  # [linux]\n- cuda-version=12.4  # [not aarch64]\n",
+     "linux-64"),
+    ("environment.yml", "platforms: [linux-64]\ndependencies: [pytorch=2.5.1, gcc_linux-aarch64]\n", "linux-64"),
+    ("conda-list.txt", "# platform: osx-arm64\npytorch=2.5.1=cpu_generic_py311h0\nnumpy=2.1.0=py311h0\n",
+     "osx-arm64"),
+])
+def test_the_platform_a_file_names_is_kept(tmp_path: Path, name: str, text: str, platform: str) -> None:
+    from builder.init.read import read_source
+
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    assert file_facts(read_source(tmp_path / name)).platform == platform
