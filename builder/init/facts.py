@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from builder.init.lines import SOME_CUDA
-from builder.init.reading import Reading
+from builder.init.reading import Reading, settled_hints
 
 BASE_IMAGE_ENTRY = "FROM "  # the entry of a torch that a Dockerfile's base image brings
 
@@ -46,7 +46,7 @@ def _torch(reading: Reading) -> tuple[str | None, str]:
 
 def stated_cuda(reading: Reading) -> str | None:
     """The one CUDA (or cpu) the file's lines agree on; a base image's CUDA when no line names one."""
-    hints = [*reading.hints, *(reading.pip_index_hints if reading.conda_torch is None else [])]
+    hints = settled_hints([*reading.hints, *(reading.pip_index_hints if reading.conda_torch is None else [])])
     concrete = {h.cuda for h in hints if h.cuda != SOME_CUDA}
     if not concrete:
         concrete = {h.cuda for h in reading.weak_hints if h.cuda != SOME_CUDA}

@@ -37,10 +37,26 @@ from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
 
 @dataclass
 class Hint:
-    """One line's word on the CUDA target: a version, `cpu`, or `cuda` (some CUDA build)."""
+    """One line's word on the CUDA target: a version, `cpu`, or `cuda` (some CUDA build).
+
+    `floor`: a conda-forge build string's CUDA (`cuda120_*`), which is the CUDA the package was built
+    against: it runs with any `cuda-version` of the same major at or above it (its run dependency is
+    `cuda-version >=12.0,<13`), so a line naming such a CUDA settles it instead of contradicting it."""
 
     entry: str
     cuda: str
+    floor: bool = False
+
+
+def settled_hints(hints: list[Hint]) -> list[Hint]:
+    """The hints without the build floors that another hint meets (`cuda120_*` beside `cuda-version 12.6`)."""
+    exact = [h.cuda for h in hints if not h.floor and re.fullmatch(r"\d+\.\d+", h.cuda)]
+    return [h for h in hints if not (h.floor and any(_meets(cuda, h.cuda) for cuda in exact))]
+
+
+def _meets(cuda: str, floor: str) -> bool:
+    (major, minor), (floor_major, floor_minor) = (map(int, v.split(".")) for v in (cuda, floor))
+    return major == floor_major and minor >= floor_minor
 
 
 @dataclass
@@ -196,9 +212,14 @@ def _read_conda_package(reading: Reading, line: CondaLine, text: str) -> None:
 
 def _read_conda_torchvision(reading: Reading, line: CondaLine, text: str) -> None:
     reading.conda_torchvision = line
-    build_cuda = cuda_from_build(line.build)[0] if line.build else None
+    build_cuda, family = cuda_from_build(line.build) if line.build else (None, None)
     if build_cuda:
-        reading.hints.append(Hint(text, build_cuda))
+        reading.hints.append(_build_hint(text, build_cuda, family))
+
+
+def _build_hint(text: str, cuda: str, family: Route | None) -> Hint:
+    """A build string's CUDA: a floor on conda-forge (`cuda120_*`), the CUDA itself on the legacy channel."""
+    return Hint(text, cuda, floor=family is Route.CONDA_FORGE and bool(re.fullmatch(r"\d+\.\d+", cuda)))
 
 
 def _read_pytorch_cuda(reading: Reading, line: CondaLine, text: str) -> None:
@@ -246,7 +267,7 @@ def _read_conda_torch(reading: Reading, line: CondaLine) -> None:
     if line.build:
         cuda, family = cuda_from_build(line.build)
         if cuda:
-            reading.hints.append(Hint(line.text, cuda))
+            reading.hints.append(_build_hint(line.text, cuda, family))
         if family is Route.PYTORCH_CHANNEL:
             reading.legacy_markers.append(line.text)
         elif family is Route.CONDA_FORGE:

@@ -141,3 +141,23 @@ def test_the_platform_a_file_names_is_kept(tmp_path: Path, name: str, text: str,
 
     (tmp_path / name).write_text(text, encoding="utf-8")
     assert file_facts(read_source(tmp_path / name)).platform == platform
+
+
+def _locked(name: str, version: str, build: str) -> dict[str, str]:
+    return {"name": name, "version": version, "manager": "conda", "platform": "linux-64",
+            "url": f"https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-{build}.conda"}
+
+
+def test_a_consistent_conda_forge_lock_reads_as_the_cuda_of_its_cuda_version() -> None:
+    from builder.init.read import read_conda_lock_data
+
+    lock = {"version": 1, "metadata": {"platforms": ["linux-64"], "channels": [{"url": "conda-forge"}]},
+            "package": [_locked("pytorch", "2.5.1", "cuda120_py311h5f4b2a8_303"),
+                        _locked("cuda-version", "12.6", "h7480c83_3"), _locked("python", "3.11.10", "h0")]}
+    reading = read_conda_lock_data(lock, "conda-lock.yml")
+    assert file_facts(reading).cuda == "12.6"
+    draft = draft_from_environment(reading, "probe")
+    assert draft.data["route"] == "conda-forge"
+    below = {**lock, "package": [*lock["package"][:1], _locked("cuda-version", "11.8", "h0"), lock["package"][2]]}
+    with pytest.raises(UsageError, match="conflicting CUDA hints"):
+        draft_from_environment(read_conda_lock_data(below, "conda-lock.yml"), "probe")
