@@ -17,8 +17,8 @@ from builder.errors import UsageError
 from builder.init.dockerfile import read_dockerfile
 from builder.init.pixi_lock import read_pixi_lock_data
 from builder.init.pixi_manifest import read_pixi_manifest_data
-from builder.init.read_requirements import read_requirements
 from builder.init.platform_hints import keep_file_platform
+from builder.init.read_requirements import read_requirements
 from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 from builder.init.uv_project import read_pyproject_data
 from builder.init.variants import read_toml_file

@@ -108,6 +108,7 @@ class Reading:
     has_pip_section: bool = False
     unpinned: list[str] = field(default_factory=list)
     locked_cuda: list[tuple[str, str]] = field(default_factory=list)  # (package, CUDA) from a lock's builds
+    pip_requirement_lines: list[str] = field(default_factory=list)  # every pip requirement as read (markers settled)
     rejected_lines: list[tuple[str, str]] = field(default_factory=list)  # (line, why pip stops there)
     ignored_options: list[tuple[str, str]] = field(default_factory=list)  # (line, an option pip ignores there)
 
@@ -371,6 +372,7 @@ def _on_linux(reading: Reading, text: str, line: str, markers: Marker) -> tuple[
 def _read_pip_requirement(reading: Reading, text: str, line: str, requirement: Requirement) -> None:
     name = requirement.name.lower().replace("_", "-")
     reading.pip_names.append(name)
+    reading.pip_requirement_lines.append(line)
     reading.pip_requirements_seen += 1
     if not requirement.specifier and name in ML_PACKAGES:
         reading.unpinned.append(text)

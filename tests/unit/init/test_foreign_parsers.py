@@ -161,3 +161,30 @@ def test_a_consistent_conda_forge_lock_reads_as_the_cuda_of_its_cuda_version() -
     below = {**lock, "package": [*lock["package"][:1], _locked("cuda-version", "11.8", "h0"), lock["package"][2]]}
     with pytest.raises(UsageError, match="conflicting CUDA hints"):
         draft_from_environment(read_conda_lock_data(below, "conda-lock.yml"), "probe")
+
+
+@pytest.mark.parametrize("text, cuda", [
+    ("cupy-cuda11x>=12.2.0", "11"), ("cupy-cuda111", "11.1"), ("jax[cuda12_pip]==0.4.23", "12"),
+    ("jaxlib==0.4.23+cuda12.cudnn89", "12"), ("onnxruntime-gpu==1.16.1", "11.8"), ("onnxruntime-gpu==1.20.0", "12"),
+    ("xformers==0.0.22.post4+cu118", "11.8"), ("torch-scatter==2.1.2+pt21cu118", "11.8"),
+    ("tensorrt_cu12_libs==10.6.0", "12"), ("bitsandbytes==0.43.1", None), ("onnxruntime-gpu>=1.16", None),
+])
+def test_the_cuda_a_package_is_built_for(text: str, cuda: str | None) -> None:
+    from builder.init.cuda_bound import cuda_bound
+
+    bound = cuda_bound(text)
+    assert (bound.cuda if bound else None) == cuda
+
+
+@pytest.mark.parametrize("text, flagged", [
+    ("torch==2.4.1+cu121\ncupy-cuda11x==13.0.0\nonnxruntime-gpu==1.16.1\n", True),
+    ("torch==2.4.1+cu121\ncupy-cuda12x==13.0.0\njax[cuda12]\n", False),
+    ("torch==2.2.0+cpu\ncupy-cuda11x==13.0.0\n", False),  # a CPU torch brings no CUDA to clash with
+    ("torch>=2.1.0\ncupy-cuda11x>=12.2.0\n", True),  # the target init would pick is CUDA 12 or newer
+])
+def test_lint_names_packages_built_for_another_cuda_major_in_one_finding(text: str, flagged: bool) -> None:
+    findings = [f for f in lint_reading(read_requirements_text(text, "requirements.txt"))
+                if f.rule == "lint.cuda.package-cuda-mismatch"]
+    assert len(findings) == int(flagged)
+    if flagged:
+        assert "cupy-cuda11x" in findings[0].message and "cupy-cuda11x" in findings[0].fix
