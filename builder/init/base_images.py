@@ -54,17 +54,16 @@ def image_torch(image: str) -> ImageTorch | None:
     """What torch `image` brings; None for an image not known to bring one."""
     official = PYTORCH_IMAGE.fullmatch(image)
     if official:
-        return ImageTorch(image, official[1], official[2], "the official image's tag states torch and CUDA")
+        return ImageTorch(image, official[1], official[2], "the official image's tag names torch and CUDA")
     ngc = NGC_PYTORCH_IMAGE.fullmatch(image)
     if ngc:
         row = ngc_releases().get(ngc[1])
         if row is None:
-            return ImageTorch(image, None, None, f"NVIDIA's NGC PyTorch release {ngc[1]}, whose versions envbuild's "
-                                                "table (data/ngc_pytorch.yaml) does not list")
+            return ImageTorch(image, None, None, f"NGC release {ngc[1]}, not in envbuild's NGC table")
         return ImageTorch(image, row.torch, row.cuda, f"NVIDIA's NGC release {ngc[1]} ({row.source})")
     name = image.split("@", 1)[0].lower()
     if TORCH_NAMED.search(name.rsplit("/", 1)[-1]) or TORCH_NAMED.search(name):
-        return ImageTorch(image, None, None, "an image named for PyTorch, whose tag states no torch version")
+        return ImageTorch(image, None, None, "named for PyTorch; its tag names no torch version")
     return None
 
 

@@ -49,10 +49,8 @@ def _route(reading: Reading) -> Route:
         return Route.PIP
     if reading.conda_torch is None and reading.torch_image:
         image = reading.torch_image
-        raise reading.fail(
-            f"torch comes from the base image (FROM {image.image}: {image.why}); pin the torch you run with a "
-            "`RUN pip install torch==X.Y.Z --index-url https://download.pytorch.org/whl/cuXYZ` line, or give "
-            "envbuild the environment file the image was made from")
+        raise reading.fail(f"torch comes from the base image {image.image} ({image.why}); pin it with `RUN pip install "
+                           "torch==X.Y.Z --index-url .../whl/cuXYZ`, or give envbuild the image's environment file")
     if reading.conda_torch is None:
         raise reading.fail(
             "no torch in it (pytorch in conda or torch in pip); envbuild builds PyTorch environments. "

@@ -63,7 +63,7 @@ def _by_name(name: str) -> tuple[str, str] | None:
     for rule in _table()["names"]:
         match = re.match(rule["pattern"], name)
         if match:
-            return _cuda(match), f"its name ({name})"
+            return _cuda(match), "by its name"
     return None
 
 
@@ -74,7 +74,7 @@ def _by_extra(name: str, requirement: Requirement) -> tuple[str, str] | None:
         for extra in sorted(requirement.extras):
             match = re.match(rule["pattern"], extra.lower())
             if match:
-                return _cuda(match), f"its extra [{extra}]"
+                return _cuda(match), f"by its extra [{extra}]"
     return None
 
 
@@ -84,7 +84,7 @@ def _by_local_tag(requirement: Requirement) -> tuple[str, str] | None:
         for rule in _table()["local_versions"] if local else []:
             match = re.search(rule["pattern"], local.lower())
             if match:
-                return _cuda(match), f"its local version tag (+{local})"
+                return _cuda(match), f"by its local tag +{local}"
     return None
 
 
@@ -101,5 +101,5 @@ def _by_version(name: str, requirement: Requirement) -> tuple[str, str] | None:
             continue
         for row in package["rows"]:
             if SpecifierSet(row["versions"]).contains(version, prereleases=True):
-                return str(row["cuda"]), f"version {version} ({package['source'].split('(')[0].strip()})"
+                return str(row["cuda"]), f"by {name} {version}'s row in envbuild's CUDA table"
     return None

@@ -43,8 +43,8 @@ def read_dockerfile_text(text: str, source: str) -> Reading:
     try:
         commands = buildkit.parse_string(text)
     except buildkit.GoParseError as error:
-        raise reading.fail(f"buildkit's parser refuses it ({str(error).splitlines()[0][:200]}); fix the line "
-                           "it names") from None
+        raise reading.fail(f"buildkit's parser refuses it ({str(error).splitlines()[0][:160]}); fix it until "
+                           "`docker build` reads it") from None
     variables = BuildVariables()
     base: ImageTorch | None = None
     stages: set[str] = set()

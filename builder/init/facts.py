@@ -1,7 +1,7 @@
 """What a foreign file states, as plain facts: its torch and where it comes from, its CUDA, its platform.
 
-`envbuild lint --json` and the foreign-files corpus read these; `builder.init.choose` decides a spec from
-the same `Reading`, and may move a version the file states (an upgrade, a CUDA built for another minor).
+Lint's CUDA rules and the foreign-files corpus (tests/corpus/foreign-files) read these; `builder.init.choose`
+decides a spec from the same `Reading`, and may move a version the file states (an upgrade, another minor).
 """
 
 from __future__ import annotations

@@ -355,7 +355,7 @@ def package_cuda_mismatch(subject: LintSubject) -> Iterator[Finding]:
     """A CUDA-bound wheel (cupy-cuda11x, jax[cuda12], onnxruntime-gpu 1.16, +cu118) for another CUDA major than
     torch's cannot load beside it, or brings a second CUDA stack (data/cuda_bound_packages.yaml)."""
     if subject.spec is not None:
-        targets = [(str(t.cuda), "target") for t in subject.spec.targets if t.cuda is not None]
+        targets = [(str(t.cuda), "the target") for t in subject.spec.targets if t.cuda is not None]
         lines: list[str] = list(subject.spec.pip)
     elif subject.reading is not None:
         target = _reading_target_cuda(subject.reading)
@@ -368,7 +368,7 @@ def package_cuda_mismatch(subject: LintSubject) -> Iterator[Finding]:
         if other:
             said = "; ".join(f"{b.text!r} is built for CUDA {b.cuda} ({b.how})" for b in other[:3])
             yield finding(subject, "lint.cuda.package-cuda-mismatch", "error",
-                          f"{said}, but {whose} is CUDA {cuda}: a CUDA {other[0].major} build cannot load its "
+                          f"{said}, but {whose} is {cuda}: a CUDA {other[0].major} build cannot load its "
                           "libraries beside it", f"take the CUDA {cuda.split('.')[0]} build of "
                           f"{', '.join(sorted({b.name for b in other}))}, or move torch to its CUDA major",
                           "pip", other[0].text)
@@ -384,7 +384,7 @@ def _reading_target_cuda(reading: Reading) -> tuple[str, str] | None:
     except UsageError:
         return None
     cuda = str(draft.data["targets"][0]["cuda"])
-    return (cuda, f"the target `envbuild init` picks for {draft.data['torch']}") if cuda != CPU else None
+    return (cuda, f"the CUDA `envbuild init` picks for torch {draft.data['torch']}") if cuda != CPU else None
 
 
 @LINT.rule("lint.pip.section-without-pip", "a `pip:` section without `pip` in the conda dependencies")

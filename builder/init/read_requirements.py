@@ -39,34 +39,35 @@ def read_requirements_text(text: str, source: str) -> Reading:
             read_conda_text(reading, line)
         return reading
     reading.has_pip_section = True
-    _read_lines(reading, Path(source), parse_requirements_text(text), depth=0)
+    _read_lines(reading, Path(source), parse_requirements_text(text), {Path(source).resolve()})
     return reading
 
 
-def _read_lines(reading: Reading, source: Path, lines: list[PipLine], depth: int) -> None:
+def _read_lines(reading: Reading, source: Path, lines: list[PipLine], seen: set[Path]) -> None:
     for line in lines:
         if line.rejected:
             reading.rejected_lines.append((line.text, line.rejected))
-        for option in line.ignored:
+        for option in line.ignored if not line.rejected else ():  # pip stops at a rejected line anyway
             reading.ignored_options.append((line.text, option))
         # an index on a requirement's line is read as the author meant it (lint says that pip ignores it)
         for option in (*line.options, *line.ignored):
-            if option.startswith("-r ") and _include(reading, source, option[3:], depth):
+            if option.startswith("-r ") and _include(reading, source, option[3:], seen):
                 continue
             read_pip_text(reading, option)
         for requirement in line.requirements:
             read_pip_text(reading, requirement)
 
 
-def _include(reading: Reading, source: Path, target: str, depth: int) -> bool:
-    """The lines of a `-r` file beside this one, read in its place; False (left to a note) when it cannot be."""
+def _include(reading: Reading, source: Path, target: str, seen: set[Path]) -> bool:
+    """The lines of a `-r` file beside this one, read in its place; False (left to a note) when it cannot be:
+    a URL, a file not there, one already being read (a cycle), or too deep a chain."""
     path = included_path(source, target)
-    if path is None or depth >= MAX_INCLUDE_DEPTH or not path.is_file():
+    if path is None or len(seen) > MAX_INCLUDE_DEPTH or not path.is_file() or path.resolve() in seen:
         return False
     try:
         text = read_text_file(path, "requirements file")
     except UsageError:
         return False
     reading.note(f"-r {target}", "derived", "its requirements were read in its place")
-    _read_lines(reading, path, parse_requirements_text(text), depth + 1)
+    _read_lines(reading, path, parse_requirements_text(text), seen | {path.resolve()})
     return True

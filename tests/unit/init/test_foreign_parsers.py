@@ -29,7 +29,7 @@ def test_several_requirements_and_an_index_on_one_line_are_read_and_linted_as_pi
     findings = {f.rule: f for f in lint_reading(reading)}
     rejected = findings["lint.pip.line-pip-rejects"]
     assert rejected.severity.value == "error" and "2 requirements on one line" in rejected.message
-    assert "lint.pip.ignored-line-option" in findings
+    assert "lint.pip.ignored-line-option" not in findings  # the rejection's fix already moves the option
 
 
 @pytest.mark.parametrize("text, requirements, options, ignored, rejected", [
@@ -63,7 +63,8 @@ def test_an_included_requirements_file_is_read_in_place(tmp_path: Path) -> None:
 def test_a_requirements_file_that_includes_itself_stops(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("-r requirements.txt\ntorch==2.4.1\n", encoding="utf-8")
     reading = read_requirements(tmp_path / "requirements.txt")
-    assert reading.pip_torch is not None and reading.pip_names.count("torch") <= 6
+    assert reading.pip_names.count("torch") == 1
+    assert any(n.entry == "-r requirements.txt" and n.outcome == "unmapped" for n in reading.notes)
 
 
 def test_an_arg_pinned_torch_in_a_dockerfile_is_read() -> None:
@@ -109,7 +110,7 @@ def test_a_base_image_that_states_its_torch_is_read_as_its_source(image: str, to
 def test_a_base_image_torch_without_a_stated_version_is_named_as_the_source(image: str) -> None:
     reading = read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile")
     assert (file_facts(reading).torch, file_facts(reading).torch_from) == ("", "base-image")
-    with pytest.raises(UsageError, match=f"torch comes from the base image \\(FROM {image}"):
+    with pytest.raises(UsageError, match=f"torch comes from the base image {image} "):
         draft_from_environment(reading, "probe")
 
 
