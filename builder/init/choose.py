@@ -23,7 +23,7 @@ from builder.init.lines import (
     python_minor,
     version_specifier,
 )
-from builder.init.reading import Hint, Reading
+from builder.init.reading import Hint, Reading, settled_hints
 from builder.specs.compat import CompatData, TorchRelease, load_compat, paired_torchvision, version_tuple
 from builder.specs.model import DEFAULT_CHANNELS, NAME_PATTERN, URL_PATTERN, Route
 from builder.specs.target import default_pip_index
@@ -47,11 +47,10 @@ def _route(reading: Reading) -> Route:
             "one copy overwrites the other. Keep one of them and run `envbuild init` again")
     if reading.pip_torch:
         return Route.PIP
-    if reading.conda_torch is None and reading.ngc_image:
-        raise reading.fail(
-            f"FROM {reading.ngc_image} is NVIDIA's NGC PyTorch image: its torch is NVIDIA's own build, which no "
-            "tag names; add a `pip install torch==X.Y.Z --index-url .../cuXYZ` line, or give envbuild the "
-            "environment file the image was made from")
+    if reading.conda_torch is None and reading.torch_image:
+        image = reading.torch_image
+        raise reading.fail(f"torch comes from the base image {image.image} ({image.why}); pin it with `RUN pip install "
+                           "torch==X.Y.Z --index-url .../whl/cuXYZ`, or give envbuild the image's environment file")
     if reading.conda_torch is None:
         raise reading.fail(
             "no torch in it (pytorch in conda or torch in pip); envbuild builds PyTorch environments. "
@@ -88,7 +87,7 @@ def _cuda_hint(reading: Reading, route: Route) -> CudaWish:
         hints += reading.pip_index_hints
     if not [h for h in hints if h.cuda != SOME_CUDA]:
         hints += reading.weak_hints
-    concrete = {h.cuda for h in hints if h.cuda != SOME_CUDA}
+    concrete = {h.cuda for h in settled_hints(hints) if h.cuda != SOME_CUDA}
     if CPU in concrete and any(h.cuda == SOME_CUDA for h in hints):
         concrete.add(SOME_CUDA)
     meaning = {CPU: "CPU", SOME_CUDA: "a CUDA build"}
@@ -435,7 +434,9 @@ def _note_torch_choice(reading: Reading, torch: str, route: Route, wish: CudaWis
     if any(n.entry == torch_entry and n.outcome in ("assumed", "upgraded") and n.reason.startswith("torch ")
            for n in reading.notes):
         return
-    said = [_hint_meaning(h) for h in wish.hints if h.entry == torch_entry]
+    said = [_hint_meaning(h) if not h.floor or h.cuda == wish.exact
+            else f"a CUDA {h.cuda.split('.')[0]}.x build (built for {h.cuda}, runs with {wish.exact})"
+            for h in wish.hints if h.entry == torch_entry]
     reading.note(torch_entry, "derived", ", ".join([f"torch {torch}", f"route {route.value}", *said]))
 
 

@@ -1,9 +1,14 @@
 """Reading a Dockerfile for `envbuild init --from`: its base image and its pip and conda install lines.
 
-`FROM pytorch/pytorch:2.5.0-cuda12.4-cudnn9-runtime` names a torch and a CUDA; `FROM nvidia/cuda:12.1.0-...`
-names only the system CUDA (weaker evidence: a torch wheel brings its own CUDA libraries, so a `+cuXYZ`
-tag or a cuXYZ index in a pip line wins). `RUN pip install ...` and `RUN conda install ... -c CHANNEL` lines
-are read like the lines of a requirements.txt or an environment.yml. `ARG` defaults are substituted.
+The file is parsed by buildkit's own Dockerfile parser (the `dockerfile` package wraps
+moby/buildkit's `frontend/dockerfile/parser`): instructions, continuations, flags, exec and heredoc forms.
+ARG and ENV values are substituted by buildkit's rules (builder/init/dockerfile_vars.py).
+
+`FROM pytorch/pytorch:2.5.0-cuda12.4-cudnn9-runtime` names a torch and a CUDA, and any image known to bring
+torch is named as its source (builder/init/base_images.py); `FROM nvidia/cuda:12.1.0-...` names only the
+system CUDA (weaker evidence: a torch wheel brings its own CUDA libraries, so a `+cuXYZ` tag or a cuXYZ index
+in a pip line wins). `RUN pip install ...` and `RUN conda install ... -c CHANNEL` lines are read like the lines
+of a requirements.txt or an environment.yml.
 """
 
 from __future__ import annotations
@@ -11,14 +16,14 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
+import dockerfile as buildkit
+
+from builder.init.base_images import ImageTorch, image_cuda, image_platform, image_torch
+from builder.init.dockerfile_vars import BuildVariables
 from builder.init.reading import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 
-PYTORCH_IMAGE = re.compile(
-    r"(?:docker\.io/)?pytorch/pytorch:(\d+\.\d+(?:\.\d+)?)-cuda(\d+\.\d+)-cudnn\d+-(?:runtime|devel)"
-)
-CUDA_IMAGE = re.compile(r"(?:docker\.io/|nvcr\.io/)?nvidia/cuda:(\d+)\.(\d+)(?:\.\d+)?[-\w.]*")
-NGC_PYTORCH_IMAGE = re.compile(r"nvcr\.io/nvidia/pytorch:\S+")
 PIP_INSTALL = re.compile(r"^(?:\S*python[0-9.]*\s+-m\s+)?(?:uv\s+)?(?:\S*/)?pip[0-9.]*\s+install\b")
 CONDA_INSTALL = re.compile(r"^(?:\S*/)?(conda|mamba|micromamba)\s+(install|create)\b")
 # pip flags that take a value, and the ones of them envbuild reads
@@ -27,8 +32,6 @@ PIP_VALUE_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links
                    "--python", "--cache-dir", "--progress-bar", "--platform", "--python-version", "--only-binary",
                    "--no-binary", "--trusted-host"}
 CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file"}
-# What a `FROM pytorch/pytorch:...` line says: the line, its torch and its CUDA.
-ImageTorch = tuple[str, str, str]
 
 
 def read_dockerfile(path: Path) -> Reading:
@@ -37,82 +40,82 @@ def read_dockerfile(path: Path) -> Reading:
 
 def read_dockerfile_text(text: str, source: str) -> Reading:
     reading = Reading(source, kind="Dockerfile")
-    args: dict[str, str] = {}
-    image_torch: ImageTorch | None = None
-    ngc: str | None = None
+    try:
+        commands = buildkit.parse_string(text)
+    except buildkit.GoParseError as error:
+        raise reading.fail(f"buildkit's parser refuses it ({str(error).splitlines()[0][:160]}); fix it until "
+                           "`docker build` reads it") from None
+    variables = BuildVariables()
+    base: ImageTorch | None = None
     stages: set[str] = set()
-    for instruction in _instructions(text):
-        keyword, _, rest = instruction.partition(" ")
-        keyword = keyword.upper()
-        rest = _substitute(rest.strip(), args)
+    for command in commands:
+        keyword = command.cmd.upper()
         if keyword == "ARG":
-            name, sep, default = rest.partition("=")
-            if sep:
-                args[name.strip()] = default.strip().strip("\"'")
+            variables.declare_args(command.value)
+        elif keyword == "ENV":
+            variables.set_env(command.value)
         elif keyword == "FROM":
-            image_torch, ngc = _read_from(reading, rest, stages)
+            base = _read_from(reading, command, variables, stages)
         elif keyword == "RUN":
-            for command in re.split(r"&&|\|\||;", rest):
-                _read_command(reading, command.strip())
-    if reading.pip_torch is None and reading.conda_torch is None:
-        _read_base_image_torch(reading, image_torch, ngc)
+            for line in _shell_lines(command):
+                for part in re.split(r"&&|\|\||;", variables.expand(line)):
+                    _read_command(reading, part.strip())
+    if reading.pip_torch is None and reading.conda_torch is None and base is not None:
+        _read_base_image_torch(reading, base)
     return reading
 
 
-def _read_from(reading: Reading, rest: str, stages: set[str]) -> tuple[ImageTorch | None, str | None]:
+def _shell_lines(command: Any) -> list[str]:
+    """The shell text a RUN runs: its shell form, its exec form joined, or its heredocs' lines."""
+    if command.heredocs:
+        return [line for heredoc in command.heredocs for line in heredoc.content.splitlines()]
+    if command.json:
+        return [shlex.join(command.value)]
+    return list(command.value)
+
+
+def _read_from(reading: Reading, command: Any, variables: BuildVariables, stages: set[str]) -> ImageTorch | None:
     """A FROM line starts a stage afresh (the last stage's base is the image that runs): its base image,
-    and the torch it says (a pytorch/pytorch image, or an NGC one); an nvidia/cuda image is a weak hint."""
+    its platform flag, and the torch the image brings; an nvidia/cuda image is a weak hint."""
+    words = [variables.expand(word) for word in command.value]
+    variables.start_stage()
     reading.weak_hints.clear()
-    words = rest.split()
     image = words[0] if words else ""
-    if image and image not in stages:  # `FROM build` names an earlier stage, not an image
-        reading.base_images.append(image)
     if len(words) >= 3 and words[1].lower() == "as":
         stages.add(words[2])
-    torch_image = PYTORCH_IMAGE.fullmatch(image)
-    cuda_image = CUDA_IMAGE.fullmatch(image)
-    if torch_image:
-        return (f"FROM {image}", torch_image[1], torch_image[2]), None
-    if cuda_image:
-        reading.weak_hints.append(Hint(f"FROM {image}", f"{int(cuda_image[1])}.{cuda_image[2]}"))
-        return None, None
-    return None, image if NGC_PYTORCH_IMAGE.fullmatch(image) else None
+    for flag in command.flags:
+        platform = image_platform(variables.expand(flag)) if flag.startswith("--platform") else None
+        if platform:
+            reading.platforms = [platform]
+    if not image or image in stages:  # `FROM build` names an earlier stage, not an image
+        return None
+    reading.base_images.append(image)
+    cuda = image_cuda(image)
+    if cuda:
+        reading.weak_hints.append(Hint(f"FROM {image}", cuda))
+    return image_torch(image)
 
 
-def _read_base_image_torch(reading: Reading, image_torch: ImageTorch | None, ngc: str | None) -> None:
+def _read_base_image_torch(reading: Reading, base: ImageTorch) -> None:
     """A file whose lines install no torch runs its base image's."""
-    if image_torch:
-        entry, torch, cuda = image_torch
-        read_pip_text(reading, f"torch=={torch}", entry=entry)
-        reading.hints.append(Hint(entry, cuda))
-        reading.note(entry, "assumed", "route pip: the image's torch becomes the PyTorch index's wheel for "
-                                       "the same CUDA (envbuild builds its own environment)")
-    elif ngc:
-        reading.ngc_image = ngc  # refused when the spec is decided, read as it is by lint
+    entry = f"FROM {base.image}"
+    if base.torch is None:
+        reading.torch_image = base
+        if base.cuda:
+            reading.hints.append(Hint(entry, base.cuda))
+        return
+    public = re.fullmatch(r"\d+\.\d+(\.\d+)?", base.torch)
+    read_pip_text(reading, f"torch=={base.torch}" if public else f"torch=={_release_line(base.torch)}.*",
+                  entry=entry)
+    if base.cuda:
+        reading.hints.append(Hint(entry, base.cuda))
+    reading.note(entry, "assumed", f"the base image brings torch {base.torch} ({base.why}); route pip: envbuild "
+                                   "builds its own environment with the PyTorch index's wheel for the same CUDA")
 
 
-def _instructions(text: str) -> list[str]:
-    """Dockerfile instructions with `\\` continuations joined and comment lines dropped."""
-    instructions: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("#") or (not line and pending):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        joined = (pending + line).strip()
-        pending = ""
-        if joined:
-            instructions.append(joined)
-    if pending.strip():
-        instructions.append(pending.strip())
-    return instructions
-
-
-def _substitute(text: str, args: dict[str, str]) -> str:
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m[1] or m[2], m[0]), text)
+def _release_line(version: str) -> str:
+    """`2.10.0a0+b4e4ee81d3` (an NGC build) -> `2.10`: the public release line it leads to."""
+    return ".".join(version.split(".")[:2])
 
 
 def _read_command(reading: Reading, command: str) -> None:

@@ -9,6 +9,7 @@ only make sense for one of the two return nothing for the other.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ import yaml
 from builder.errors import UsageError
 from builder.findings import Finding, Location, RuleRegistry, Severity, sort_findings
 from builder.host.fleet import fleet_problems, spec_hosts
+from builder.init.choose import draft_from_environment
+from builder.init.cuda_bound import cuda_bound
+from builder.init.facts import stated_cuda
 from builder.init.lines import CPU, python_minor
 from builder.init.read import read_source
 from builder.init.reading import ML_PACKAGES, Reading
@@ -320,6 +324,67 @@ def torch_wheels_next_to_conda_torch(subject: LintSubject) -> Iterator[Finding]:
                       "pull a second torch over conda's, or load binaries built for another torch",
                       "take them from conda (conda-forge has xformers, torchaudio, torchvision) or move torch to "
                       "pip (route pip)", "pip", wheels[0])
+
+
+@LINT.rule("lint.pip.line-pip-rejects", "a requirements line pip stops at")
+def line_pip_rejects(subject: LintSubject) -> Iterator[Finding]:
+    reading = subject.reading
+    for line, reason in reading.rejected_lines if reading is not None else []:
+        fix = ("put each requirement on a line of its own, and an index option on a line of its own"
+               if "on one line" in reason else "write it as `name==version` (PEP 508), or remove it")
+        yield finding(subject, "lint.pip.line-pip-rejects", "error",
+                      f"pip stops at {line[:120]!r}: {reason}", fix, "pip", line)
+
+
+@LINT.rule("lint.pip.ignored-line-option", "an index option that pip ignores on a requirement's line")
+def ignored_line_option(subject: LintSubject) -> Iterator[Finding]:
+    reading = subject.reading
+    ignored = reading.ignored_options if reading is not None else []
+    if ignored:
+        line, option = ignored[0]
+        more = f" (and {len(ignored) - 1} more)" if len(ignored) > 1 else ""
+        yield finding(subject, "lint.pip.ignored-line-option", "warning",
+                      f"pip ignores `{option}` on {line[:120]!r}{more}: on a requirement's line only --hash, "
+                      "--global-option and --config-settings take effect, so the package comes from the default "
+                      "index", f"move `{option}` to a line of its own (it then applies to the whole file)",
+                      "pip", line)
+
+
+@LINT.rule("lint.cuda.package-cuda-mismatch", "a pip package built for another CUDA major than the target's")
+def package_cuda_mismatch(subject: LintSubject) -> Iterator[Finding]:
+    """A CUDA-bound wheel (cupy-cuda11x, jax[cuda12], onnxruntime-gpu 1.16, +cu118) for another CUDA major than
+    torch's cannot load beside it, or brings a second CUDA stack (data/cuda_bound_packages.yaml)."""
+    if subject.spec is not None:
+        targets = [(str(t.cuda), "the target") for t in subject.spec.targets if t.cuda is not None]
+        lines: list[str] = list(subject.spec.pip)
+    elif subject.reading is not None:
+        target = _reading_target_cuda(subject.reading)
+        targets, lines = ([target] if target else []), subject.reading.pip_requirement_lines
+    else:
+        return
+    bound = [b for text in lines if (b := cuda_bound(text)) is not None and b.name != "torch"]
+    for cuda, whose in targets:
+        other = [b for b in bound if b.major != cuda.split(".")[0]]
+        if other:
+            said = "; ".join(f"{b.text!r} is built for CUDA {b.cuda} ({b.how})" for b in other[:3])
+            yield finding(subject, "lint.cuda.package-cuda-mismatch", "error",
+                          f"{said}, but {whose} is {cuda}: a CUDA {other[0].major} build cannot load its "
+                          "libraries beside it", f"take the CUDA {cuda.split('.')[0]} build of "
+                          f"{', '.join(sorted({b.name for b in other}))}, or move torch to its CUDA major",
+                          "pip", other[0].text)
+
+
+def _reading_target_cuda(reading: Reading) -> tuple[str, str] | None:
+    """The CUDA torch is on: the one the file states, else the target `envbuild init` would pick for it."""
+    stated = stated_cuda(reading)
+    if stated is not None:
+        return (stated, "torch's CUDA") if stated != CPU else None
+    try:
+        draft = draft_from_environment(copy.deepcopy(reading), "lint", upgrade=True)
+    except UsageError:
+        return None
+    cuda = str(draft.data["targets"][0]["cuda"])
+    return (cuda, f"the CUDA `envbuild init` picks for torch {draft.data['torch']}") if cuda != CPU else None
 
 
 @LINT.rule("lint.pip.section-without-pip", "a `pip:` section without `pip` in the conda dependencies")

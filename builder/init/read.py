@@ -17,6 +17,8 @@ from builder.errors import UsageError
 from builder.init.dockerfile import read_dockerfile
 from builder.init.pixi_lock import read_pixi_lock_data
 from builder.init.pixi_manifest import read_pixi_manifest_data
+from builder.init.platform_hints import keep_file_platform
+from builder.init.read_requirements import read_requirements
 from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 from builder.init.uv_project import read_pyproject_data
 from builder.init.variants import read_toml_file
@@ -38,9 +40,13 @@ def read_source(path: Path) -> Reading:
     """Any file `envbuild init --from` takes, recognised by its name and then by its content."""
     kind = source_kind(path)
     if kind == "Dockerfile":
-        return read_dockerfile(path)
+        reading = read_dockerfile(path)
+        keep_file_platform(reading, None, path.name)
+        return reading
     if kind == "requirements.txt":
-        return read_requirements(path)
+        reading = read_requirements(path)
+        keep_file_platform(reading, read_text_file(path, "requirements file"), path.name)
+        return reading
     if kind in ("pixi.toml", "pyproject.toml"):
         data = read_toml_file(path, kind)
         return read_pixi_manifest_data(data, str(path)) if kind == "pixi.toml" else read_pyproject_data(data, str(path))
@@ -50,7 +56,9 @@ def read_source(path: Path) -> Reading:
     data = read_yaml_file(path, kind)
     if kind == "conda-lock.yml" or (isinstance(data, dict) and "package" in data and "dependencies" not in data):
         return read_conda_lock_data(data, str(path))
-    return read_environment_data(data, str(path))
+    reading = read_environment_data(data, str(path))
+    keep_file_platform(reading, read_text_file(path, kind), path.name)
+    return reading
 
 
 def source_kind(path: Path) -> str:
@@ -77,61 +85,6 @@ def source_kind(path: Path) -> str:
         return "environment.yml"
     raise UsageError(f"{path}: not a file envbuild init reads; give it {FORMATS} (recognised by name, "
                      "then by content)")
-
-
-def read_requirements(path: Path) -> Reading:
-    return read_requirements_text(read_text_file(path, "requirements file"), str(path))
-
-
-def read_requirements_text(text: str, source: str) -> Reading:
-    """pip's requirements format: one requirement or option a line, `#` comments, `\\` continuations.
-    A `conda create --file` list (`name=version` lines) is read as conda lines instead."""
-    reading = Reading(source, kind="requirements.txt")
-    lines = [line for line in _logical_lines(text) if line]
-    if any(line.strip() == "@EXPLICIT" for line in text.splitlines()):
-        raise reading.fail("an explicit conda package list (`conda list --explicit`); give envbuild the "
-                           "environment.yml it was made from, or a conda-lock.yml")
-    if not lines:
-        raise reading.fail("no requirements in it, so there is nothing to import")
-    conda_style = sum(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+=[^=<>]+(=\S+)?", line)) for line in lines)
-    if conda_style * 2 > len(lines):
-        reading.kind = "conda list"
-        for line in lines:
-            read_conda_text(reading, line)
-        return reading
-    reading.has_pip_section = True
-    for line in lines:
-        requirement, options = _split_inline_options(line)
-        for option in options:
-            read_pip_text(reading, option)
-        if requirement:
-            read_pip_text(reading, requirement)
-    return reading
-
-
-def _logical_lines(text: str) -> list[str]:
-    lines: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = re.sub(r"(^|\s)#.*$", "", raw).rstrip()
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        lines.append((pending + line).strip())
-        pending = ""
-    if pending:
-        lines.append(pending.strip())
-    return lines
-
-
-def _split_inline_options(line: str) -> tuple[str, list[str]]:
-    """`torch==2.1.2 --index-url URL` -> ("torch==2.1.2", ["--index-url URL"])."""
-    if line.startswith("-"):
-        return "", [line]
-    match = re.search(r"\s(--index-url|--extra-index-url|-i|--find-links|-f)[\s=]+(\S+)", line)
-    if not match:
-        return line, []
-    return (line[:match.start()] + line[match.end():]).strip(), [f"{match[1]} {match[2]}"]
 
 
 def read_conda_lock_data(data: Any, source: str) -> Reading:

@@ -17,6 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from builder.errors import UsageError
+from builder.init.base_images import ImageTorch
 from builder.init.lines import (
     CONDA_TORCH,
     CONDA_TORCH_FLAVOURS,
@@ -36,10 +37,26 @@ from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
 
 @dataclass
 class Hint:
-    """One line's word on the CUDA target: a version, `cpu`, or `cuda` (some CUDA build)."""
+    """One line's word on the CUDA target: a version, `cpu`, or `cuda` (some CUDA build).
+
+    `floor`: a conda-forge build string's CUDA (`cuda120_*`), which is the CUDA the package was built
+    against: it runs with any `cuda-version` of the same major at or above it (its run dependency is
+    `cuda-version >=12.0,<13`), so a line naming such a CUDA settles it instead of contradicting it."""
 
     entry: str
     cuda: str
+    floor: bool = False
+
+
+def settled_hints(hints: list[Hint]) -> list[Hint]:
+    """The hints without the build floors that another hint meets (`cuda120_*` beside `cuda-version 12.6`)."""
+    exact = [h.cuda for h in hints if not h.floor and re.fullmatch(r"\d+\.\d+", h.cuda)]
+    return [h for h in hints if not (h.floor and any(_meets(cuda, h.cuda) for cuda in exact))]
+
+
+def _meets(cuda: str, floor: str) -> bool:
+    (major, minor), (floor_major, floor_minor) = (map(int, v.split(".")) for v in (cuda, floor))
+    return major == floor_major and minor >= floor_minor
 
 
 @dataclass
@@ -70,7 +87,8 @@ class Reading:
     exported: bool = False
     nodefaults: bool = False
     kind: str = "environment.yml"
-    ngc_image: str | None = None  # `FROM nvcr.io/nvidia/pytorch:...`: a torch no tag names
+    # the base image a Dockerfile's torch comes from, when the image's tag states no torch version
+    torch_image: ImageTorch | None = None
     base_images: list[str] = field(default_factory=list)  # a Dockerfile's FROM images, as written
     # Weaker than `hints`: a base image's CUDA (`FROM nvidia/cuda:12.1.0-...`) counts only when no line
     # of the file says otherwise, because the torch wheel brings its own CUDA libraries.
@@ -90,6 +108,9 @@ class Reading:
     has_pip_section: bool = False
     unpinned: list[str] = field(default_factory=list)
     locked_cuda: list[tuple[str, str]] = field(default_factory=list)  # (package, CUDA) from a lock's builds
+    pip_requirement_lines: list[str] = field(default_factory=list)  # every pip requirement as read (markers settled)
+    rejected_lines: list[tuple[str, str]] = field(default_factory=list)  # (line, why pip stops there)
+    ignored_options: list[tuple[str, str]] = field(default_factory=list)  # (line, an option pip ignores there)
 
     def note(self, entry: str, outcome: Outcome, reason: str) -> None:
         if Note(entry, outcome, reason) not in self.notes:  # the same index line on every requirement
@@ -192,9 +213,14 @@ def _read_conda_package(reading: Reading, line: CondaLine, text: str) -> None:
 
 def _read_conda_torchvision(reading: Reading, line: CondaLine, text: str) -> None:
     reading.conda_torchvision = line
-    build_cuda = cuda_from_build(line.build)[0] if line.build else None
+    build_cuda, family = cuda_from_build(line.build) if line.build else (None, None)
     if build_cuda:
-        reading.hints.append(Hint(text, build_cuda))
+        reading.hints.append(_build_hint(text, build_cuda, family))
+
+
+def _build_hint(text: str, cuda: str, family: Route | None) -> Hint:
+    """A build string's CUDA: a floor on conda-forge (`cuda120_*`), the CUDA itself on the legacy channel."""
+    return Hint(text, cuda, floor=family is Route.CONDA_FORGE and bool(re.fullmatch(r"\d+\.\d+", cuda)))
 
 
 def _read_pytorch_cuda(reading: Reading, line: CondaLine, text: str) -> None:
@@ -242,7 +268,7 @@ def _read_conda_torch(reading: Reading, line: CondaLine) -> None:
     if line.build:
         cuda, family = cuda_from_build(line.build)
         if cuda:
-            reading.hints.append(Hint(line.text, cuda))
+            reading.hints.append(_build_hint(line.text, cuda, family))
         if family is Route.PYTORCH_CHANNEL:
             reading.legacy_markers.append(line.text)
         elif family is Route.CONDA_FORGE:
@@ -346,6 +372,7 @@ def _on_linux(reading: Reading, text: str, line: str, markers: Marker) -> tuple[
 def _read_pip_requirement(reading: Reading, text: str, line: str, requirement: Requirement) -> None:
     name = requirement.name.lower().replace("_", "-")
     reading.pip_names.append(name)
+    reading.pip_requirement_lines.append(line)
     reading.pip_requirements_seen += 1
     if not requirement.specifier and name in ML_PACKAGES:
         reading.unpinned.append(text)

@@ -160,3 +160,4 @@ class PlatformInfo(_Data):
     cuda: bool
     glibc: bool
     virtual: dict[str, str] = Field(default_factory=dict)
+    oci: list[str] = Field(default_factory=list)

@@ -413,7 +413,7 @@ def test_a_torch_newer_than_the_data_or_a_cuda_it_never_built_is_not_upgraded() 
     ("python=3.10\npytorch=2.1.0\npytorch-cuda=11.8\ntorchvision=0.16.0\n", "pytorch-channel", "11.8"),
 ])
 def test_requirements_files_and_conda_lists_are_read(text: str, route: str, cuda: str) -> None:
-    from builder.init.read import read_requirements_text
+    from builder.init.read_requirements import read_requirements_text
 
     draft = draft_from_environment(read_requirements_text(text, "requirements.txt"), "probe")
     check_draft(draft, render_spec(draft))
@@ -470,7 +470,7 @@ def test_a_multi_stage_dockerfile_takes_the_cuda_of_its_last_stage() -> None:
     ('einops; sys_platform == "darwin"\ntorch==2.5.1\n', "dropped", "is false on Linux"),
 ])
 def test_markers_that_linux_cannot_settle_are_not_guessed(text: str, outcome: str, reason: str) -> None:
-    from builder.init.read import read_requirements_text
+    from builder.init.read_requirements import read_requirements_text
 
     reading = read_requirements_text(text, "requirements.txt")
     entry = text.splitlines()[0]
@@ -478,7 +478,7 @@ def test_markers_that_linux_cannot_settle_are_not_guessed(text: str, outcome: st
 
 
 def test_torch_from_a_url_is_refused_with_what_to_write() -> None:
-    from builder.init.read import read_requirements_text
+    from builder.init.read_requirements import read_requirements_text
 
     with pytest.raises(UsageError, match="takes torch from a URL; pin it by version"):
         read_requirements_text("torch @ https://download.pytorch.org/whl/cu121/torch-2.3.1.whl\n", "requirements.txt")

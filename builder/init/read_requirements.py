@@ -1,0 +1,73 @@
+"""A requirements file (or a `conda create --file` list) into a `Reading`, line by line as pip reads it.
+
+pip's grammar comes from builder/init/requirements_file.py; each requirement and option it finds is read
+by builder/init/reading.py's pip readers, the same as in an environment.yml's `pip:` list. What pip would
+refuse or ignore is kept on the reading for `envbuild lint`, and the requirements are still read as the
+author meant them (`torch==2.0.1+cu118 torchvision==0.15.2+cu118` on one line gives both).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pip_requirements_parser as pip_grammar
+
+from builder.errors import UsageError
+from builder.init.reading import Reading, read_conda_text, read_pip_text, read_text_file
+from builder.init.requirements_file import MAX_INCLUDE_DEPTH, PipLine, included_path, parse_requirements_text
+
+CONDA_LIST_LINE = re.compile(r"[A-Za-z0-9_.\-]+=[^=<>]+(=\S+)?")
+
+
+def read_requirements(path: Path) -> Reading:
+    return read_requirements_text(read_text_file(path, "requirements file"), str(path))
+
+
+def read_requirements_text(text: str, source: str) -> Reading:
+    """pip's requirements format; a `conda create --file` list (`name=version` lines) is read as conda lines."""
+    reading = Reading(source, kind="requirements.txt")
+    if any(line.strip() == "@EXPLICIT" for line in text.splitlines()):
+        raise reading.fail("an explicit conda package list (`conda list --explicit`); give envbuild the "
+                           "environment.yml it was made from, or a conda-lock.yml")
+    raw = [n.line for n in pip_grammar.preprocess(text) if isinstance(n, pip_grammar.TextLine)]
+    if not raw:
+        raise reading.fail("no requirements in it, so there is nothing to import")
+    if sum(bool(CONDA_LIST_LINE.fullmatch(line)) for line in raw) * 2 > len(raw):
+        reading.kind = "conda list"
+        for line in raw:
+            read_conda_text(reading, line)
+        return reading
+    reading.has_pip_section = True
+    _read_lines(reading, Path(source), parse_requirements_text(text), {Path(source).resolve()})
+    return reading
+
+
+def _read_lines(reading: Reading, source: Path, lines: list[PipLine], seen: set[Path]) -> None:
+    for line in lines:
+        if line.rejected:
+            reading.rejected_lines.append((line.text, line.rejected))
+        for option in line.ignored if not line.rejected else ():  # pip stops at a rejected line anyway
+            reading.ignored_options.append((line.text, option))
+        # an index on a requirement's line is read as the author meant it (lint says that pip ignores it)
+        for option in (*line.options, *line.ignored):
+            if option.startswith("-r ") and _include(reading, source, option[3:], seen):
+                continue
+            read_pip_text(reading, option)
+        for requirement in line.requirements:
+            read_pip_text(reading, requirement)
+
+
+def _include(reading: Reading, source: Path, target: str, seen: set[Path]) -> bool:
+    """The lines of a `-r` file beside this one, read in its place; False (left to a note) when it cannot be:
+    a URL, a file not there, one already being read (a cycle), or too deep a chain."""
+    path = included_path(source, target)
+    if path is None or len(seen) > MAX_INCLUDE_DEPTH or not path.is_file() or path.resolve() in seen:
+        return False
+    try:
+        text = read_text_file(path, "requirements file")
+    except UsageError:
+        return False
+    reading.note(f"-r {target}", "derived", "its requirements were read in its place")
+    _read_lines(reading, path, parse_requirements_text(text), seen | {path.resolve()})
+    return True

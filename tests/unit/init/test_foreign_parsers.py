@@ -1,0 +1,191 @@
+"""pip's grammar for requirements files and buildkit's for Dockerfiles, on the forms issue 22 met in the wild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder.errors import UsageError
+from builder.init.choose import draft_from_environment
+from builder.init.dockerfile import read_dockerfile_text
+from builder.init.dockerfile_vars import BuildVariables
+from builder.init.facts import file_facts
+from builder.init.lint import lint_reading
+from builder.init.read_requirements import read_requirements, read_requirements_text
+from builder.init.requirements_file import parse_requirements_text
+
+pytestmark = pytest.mark.unit
+
+SEVERAL_ON_ONE_LINE = ("torch==2.0.1+cu118 torchvision==0.15.2+cu118 "
+                       "--extra-index-url https://download.pytorch.org/whl/cu118\n")
+
+
+def test_several_requirements_and_an_index_on_one_line_are_read_and_linted_as_pip_rejects_them() -> None:
+    reading = read_requirements_text(SEVERAL_ON_ONE_LINE, "requirements.txt")
+    assert file_facts(reading).as_dict() == {"torch": "2.0.1", "torch_from": "pip", "cuda": "11.8",
+                                             "platform": "linux-64"}
+    assert reading.pip_torchvision is not None
+    findings = {f.rule: f for f in lint_reading(reading)}
+    rejected = findings["lint.pip.line-pip-rejects"]
+    assert rejected.severity.value == "error" and "2 requirements on one line" in rejected.message
+    assert "lint.pip.ignored-line-option" not in findings  # the rejection's fix already moves the option
+
+
+@pytest.mark.parametrize("text, requirements, options, ignored, rejected", [
+    ("numpy>=1.2 ; python_version >= '3.8' \\\n    --hash=sha256:ab\n", ["numpy>=1.2 ; python_version >= '3.8'"],
+     [], [], None),
+    ("-e git+https://github.com/x/y.git#egg=y\n", [], ["-e git+https://github.com/x/y.git#egg=y"], [], None),
+    ("--extra-index-url https://download.pytorch.org/whl/cu121 # cuda\n", [],
+     ["--extra-index-url https://download.pytorch.org/whl/cu121"], [], None),
+    ("torch==2.1.2 -i https://download.pytorch.org/whl/cu118\n", ["torch==2.1.2"], [],
+     ["--index-url https://download.pytorch.org/whl/cu118"], None),
+    ("--no-such-option\n", [], [], [], "no such option: --no-such-option"),
+    ("torch=2.1\n", ["torch=2.1"], [], [], "Invalid requirement"),
+])
+def test_pip_grammar_splits_requirements_options_and_refusals(text: str, requirements: list[str],
+                                                               options: list[str], ignored: list[str],
+                                                               rejected: str | None) -> None:
+    [line] = parse_requirements_text(text)
+    assert (list(line.requirements), list(line.options), list(line.ignored)) == (requirements, options, ignored)
+    assert (rejected is None and line.rejected is None) or (rejected and rejected in (line.rejected or ""))
+
+
+def test_an_included_requirements_file_is_read_in_place(tmp_path: Path) -> None:
+    (tmp_path / "base.txt").write_text("--extra-index-url https://download.pytorch.org/whl/cu121\n"
+                                       "torch==2.4.1\n", encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("-r base.txt\neinops==0.8.0\n-r missing.txt\n", encoding="utf-8")
+    reading = read_requirements(tmp_path / "requirements.txt")
+    assert file_facts(reading).torch == "2.4.1" and file_facts(reading).cuda == "12.1"
+    assert any(n.entry == "-r missing.txt" and n.outcome == "unmapped" for n in reading.notes)
+
+
+def test_a_requirements_file_that_includes_itself_stops(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("-r requirements.txt\ntorch==2.4.1\n", encoding="utf-8")
+    reading = read_requirements(tmp_path / "requirements.txt")
+    assert reading.pip_names.count("torch") == 1
+    assert any(n.entry == "-r requirements.txt" and n.outcome == "unmapped" for n in reading.notes)
+
+
+def test_an_arg_pinned_torch_in_a_dockerfile_is_read() -> None:
+    text = ("ARG PYTORCH='2.6.0'\nARG CUDA=cu124\nFROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04\n"
+            "ARG PYTORCH\nARG CUDA\nENV INDEX=https://download.pytorch.org/whl/${CUDA}\n"
+            "RUN pip install torch==${PYTORCH} --index-url $INDEX\n")
+    reading = read_dockerfile_text(text, "Dockerfile")
+    assert file_facts(reading).as_dict() == {"torch": "2.6.0", "torch_from": "pip", "cuda": "12.4",
+                                             "platform": "linux-64"}
+    draft = draft_from_environment(reading, "probe")
+    assert (draft.data["torch"], draft.data["targets"]) == ("2.6.0", [{"cuda": "12.4"}])
+
+
+def test_a_stage_sees_a_global_arg_only_when_it_declares_it_again() -> None:
+    text = "ARG TORCH=2.5.1\nFROM python:3.11\nRUN pip install torch==${TORCH}\n"
+    reading = read_dockerfile_text(text, "Dockerfile")
+    assert reading.pip_torch is None  # buildkit leaves ${TORCH} unset in the stage: not read as a version
+
+
+@pytest.mark.parametrize("text, expanded", [
+    ("${A:-x}", "1"), ("${UNSET:-x}", "x"), ("${EMPTY:-x}", "x"), ("${EMPTY-x}", ""), ("${A:+y}", "y"),
+    ("${UNSET+y}", ""), ("$A/$B", "1/two words"), ("$UNSET", "$UNSET"),
+])
+def test_buildkit_substitution_forms(text: str, expanded: str) -> None:
+    variables = BuildVariables()
+    variables.start_stage()
+    variables.declare_args(("A=1", "EMPTY="))
+    variables.set_env(("B", '"two words"'))
+    assert variables.expand(text) == expanded
+
+
+@pytest.mark.parametrize("image, torch, cuda", [
+    ("pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime", "2.3.1", "12.1"),
+    ("nvcr.io/nvidia/pytorch:25.12-py3", "2.10.*", "13.1"),
+])
+def test_a_base_image_that_states_its_torch_is_read_as_its_source(image: str, torch: str, cuda: str) -> None:
+    facts = file_facts(read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile"))
+    assert (facts.torch, facts.torch_from, facts.cuda) == (torch, "base-image", cuda)
+
+
+@pytest.mark.parametrize("image", ["huggingface/transformers-pytorch-gpu", "nvcr.io/nvidia/pytorch:24.05-py3",
+                                   "pytorch/pytorch:latest"])
+def test_a_base_image_torch_without_a_stated_version_is_named_as_the_source(image: str) -> None:
+    reading = read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile")
+    assert (file_facts(reading).torch, file_facts(reading).torch_from) == ("", "base-image")
+    with pytest.raises(UsageError, match=f"torch comes from the base image {image} "):
+        draft_from_environment(reading, "probe")
+
+
+def test_from_platform_flag_keeps_the_platform() -> None:
+    text = "FROM --platform=linux/arm64 pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime\n"
+    assert file_facts(read_dockerfile_text(text, "Dockerfile")).platform == "linux-aarch64"
+
+
+def test_exec_form_and_heredoc_runs_are_read() -> None:
+    exec_form = 'FROM python:3.11\nRUN ["pip", "install", "torch==2.4.1+cu121"]\n'
+    heredoc = "FROM python:3.11\nRUN <<EOF\npip install torch==2.4.1+cu121\nEOF\n"
+    for text in (exec_form, heredoc):
+        assert file_facts(read_dockerfile_text(text, "Dockerfile")).as_dict()["torch"] == "2.4.1"
+
+
+@pytest.mark.parametrize("name, text, platform", [
+    ("environment_arch-aarch64.yaml", "dependencies: [pytorch=2.5.1, cuda-version=12.4]\n", "linux-aarch64"),
+    ("environment.yml", "dependencies: [pytorch=2.5.1, cuda-version=12.4, gcc_linux-aarch64]\n", "linux-aarch64"),
+    ("environment.yml", "dependencies:\n- pytorch=2.5.1\n- cuda-version=12.4  # [linux and aarch64]\n",
+     "linux-aarch64"),
+    ("environment.yml", "dependencies:\n- pytorch=2.5.1  # [linux]\n- cuda-version=12.4  # [not aarch64]\n",
+     "linux-64"),
+    ("environment.yml", "platforms: [linux-64]\ndependencies: [pytorch=2.5.1, gcc_linux-aarch64]\n", "linux-64"),
+    ("conda-list.txt", "# platform: osx-arm64\npytorch=2.5.1=cpu_generic_py311h0\nnumpy=2.1.0=py311h0\n",
+     "osx-arm64"),
+])
+def test_the_platform_a_file_names_is_kept(tmp_path: Path, name: str, text: str, platform: str) -> None:
+    from builder.init.read import read_source
+
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    assert file_facts(read_source(tmp_path / name)).platform == platform
+
+
+def _locked(name: str, version: str, build: str) -> dict[str, str]:
+    return {"name": name, "version": version, "manager": "conda", "platform": "linux-64",
+            "url": f"https://conda.anaconda.org/conda-forge/linux-64/{name}-{version}-{build}.conda"}
+
+
+def test_a_consistent_conda_forge_lock_reads_as_the_cuda_of_its_cuda_version() -> None:
+    from builder.init.read import read_conda_lock_data
+
+    lock = {"version": 1, "metadata": {"platforms": ["linux-64"], "channels": [{"url": "conda-forge"}]},
+            "package": [_locked("pytorch", "2.5.1", "cuda120_py311h5f4b2a8_303"),
+                        _locked("cuda-version", "12.6", "h7480c83_3"), _locked("python", "3.11.10", "h0")]}
+    reading = read_conda_lock_data(lock, "conda-lock.yml")
+    assert file_facts(reading).cuda == "12.6"
+    draft = draft_from_environment(reading, "probe")
+    assert draft.data["route"] == "conda-forge"
+    below = {**lock, "package": [*lock["package"][:1], _locked("cuda-version", "11.8", "h0"), lock["package"][2]]}
+    with pytest.raises(UsageError, match="conflicting CUDA hints"):
+        draft_from_environment(read_conda_lock_data(below, "conda-lock.yml"), "probe")
+
+
+@pytest.mark.parametrize("text, cuda", [
+    ("cupy-cuda11x>=12.2.0", "11"), ("cupy-cuda111", "11.1"), ("jax[cuda12_pip]==0.4.23", "12"),
+    ("jaxlib==0.4.23+cuda12.cudnn89", "12"), ("onnxruntime-gpu==1.16.1", "11.8"), ("onnxruntime-gpu==1.20.0", "12"),
+    ("xformers==0.0.22.post4+cu118", "11.8"), ("torch-scatter==2.1.2+pt21cu118", "11.8"),
+    ("tensorrt_cu12_libs==10.6.0", "12"), ("bitsandbytes==0.43.1", None), ("onnxruntime-gpu>=1.16", None),
+])
+def test_the_cuda_a_package_is_built_for(text: str, cuda: str | None) -> None:
+    from builder.init.cuda_bound import cuda_bound
+
+    bound = cuda_bound(text)
+    assert (bound.cuda if bound else None) == cuda
+
+
+@pytest.mark.parametrize("text, flagged", [
+    ("torch==2.4.1+cu121\ncupy-cuda11x==13.0.0\nonnxruntime-gpu==1.16.1\n", True),
+    ("torch==2.4.1+cu121\ncupy-cuda12x==13.0.0\njax[cuda12]\n", False),
+    ("torch==2.2.0+cpu\ncupy-cuda11x==13.0.0\n", False),  # a CPU torch brings no CUDA to clash with
+    ("torch>=2.1.0\ncupy-cuda11x>=12.2.0\n", True),  # the target init would pick is CUDA 12 or newer
+])
+def test_lint_names_packages_built_for_another_cuda_major_in_one_finding(text: str, flagged: bool) -> None:
+    findings = [f for f in lint_reading(read_requirements_text(text, "requirements.txt"))
+                if f.rule == "lint.cuda.package-cuda-mismatch"]
+    assert len(findings) == int(flagged)
+    if flagged:
+        assert "cupy-cuda11x" in findings[0].message and "cupy-cuda11x" in findings[0].fix
