@@ -18,8 +18,6 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import dockerfile as buildkit
-
 from builder.init.base_images import ImageTorch, image_cuda, image_platform, image_torch
 from builder.init.dockerfile_vars import BuildVariables
 from builder.init.reading import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
@@ -34,12 +32,24 @@ PIP_VALUE_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links
 CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file"}
 
 
+def _buildkit_parser(reading: Reading) -> Any:
+    # Imported here: the package is a Go extension whose wheels this project has seen only for Linux x86-64
+    # and Windows (pyproject installs it there); elsewhere it builds from source with Go, or is missing.
+    try:
+        import dockerfile
+    except ImportError:
+        raise reading.fail("reading a Dockerfile needs the `dockerfile` package (buildkit's parser): "
+                           "`pip install dockerfile` (it builds with Go where it has no wheel)") from None
+    return dockerfile
+
+
 def read_dockerfile(path: Path) -> Reading:
     return read_dockerfile_text(read_text_file(path, "Dockerfile"), str(path))
 
 
 def read_dockerfile_text(text: str, source: str) -> Reading:
     reading = Reading(source, kind="Dockerfile")
+    buildkit = _buildkit_parser(reading)
     try:
         commands = buildkit.parse_string(text)
     except buildkit.GoParseError as error:
