@@ -1,11 +1,14 @@
 """`envbuild ci github|gitlab`: a pipeline that lock-checks, builds and smoke-tests every target
 (and `envbuild ci k8s`: Kubernetes Jobs for the GPU smoke tests, builder/teams/k8s.py).
 
-Jobs: a lock check (`envbuild lock --check`), a build per target, a GPU smoke test per CUDA target on
-self-hosted GPU runners and a CPU smoke test per CPU target on hosted runners (a hosted runner has no
-GPU to test a CUDA image on, so it does not pull one); JSON, JUnit and Markdown reports are kept as
-artifacts. Images are pushed only from the default branch and tags, GPU jobs never run a fork's code,
-and jobs install envbuild from a pinned source (builder/teams/install_source.py). The templates are
+Jobs: a lock check (`envbuild lock --check`), then one chain per target: its build (on GitHub two jobs,
+one that pushes, in the registry's environment, for the default branch and tags, and one that does not)
+and, for a CUDA target, a GPU smoke test on self-hosted GPU runners that needs only that build, so one
+failed build stops only its own smoke test. The smoke test pulls the digest its build pushed, or builds
+from the lock where nothing was pushed; a CPU target is smoke-tested in its build job (a hosted runner
+has no GPU to test a CUDA image on). Every job has a time limit and a build checks the engine's free
+disk first (`builder/data/ci.yaml`). JSON, JUnit and Markdown reports are kept as artifacts. GPU jobs
+never run a fork's code, and jobs install envbuild from a pinned source (builder/teams/install_source.py). The templates are
 `builder/data/templates/ci/*.j2`. Spec-derived values reach the pipeline only as YAML scalars
 (variables), never spliced into shell text: the scripts read them from the environment.
 """
