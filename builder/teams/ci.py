@@ -8,8 +8,8 @@ failed build stops only its own smoke test. The smoke test pulls the digest its 
 from the lock where nothing was pushed; a CPU target is smoke-tested in its build job (a hosted runner
 has no GPU to test a CUDA image on). Every job has a time limit and a build checks the engine's free
 disk first (`builder/data/ci.yaml`). JSON, JUnit and Markdown reports are kept as artifacts. GPU jobs
-never run a fork's code, and jobs install envbuild from a pinned source (builder/teams/install_source.py). The templates are
-`builder/data/templates/ci/*.j2`. Spec-derived values reach the pipeline only as YAML scalars
+never run a fork's code, and jobs install envbuild from a pinned source (builder/teams/install_source.py).
+The templates are `builder/data/templates/ci/*.j2`. Spec-derived values reach the pipeline only as YAML scalars
 (variables), never spliced into shell text: the scripts read them from the environment.
 """
 
