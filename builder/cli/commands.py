@@ -293,16 +293,23 @@ def images(spec: Path, as_json: bool) -> None:
 @click.option("--expect-torch", metavar="VER", help="Default: the image's io.envbuild.torch label.")
 @click.option("--expect-cuda", metavar="X.Y|cpu", help="Default: the image's io.envbuild.cuda label.")
 @click.option("--only", metavar="NAME,...", help="Run only these checks.")
+@click.option("--pull", is_flag=True, help="Pull IMAGE first (e.g. REGISTRY/NAME@sha256:... a build job pushed).")
 @container_options_group
 @JSON
 def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_cuda: str | None, only: str | None,
-          smoke_container: ContainerFlags, as_json: bool) -> None:
+          pull: bool, smoke_container: ContainerFlags, as_json: bool) -> None:
     """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
     from builder.image.smoke_run import image_expectations, run_in_image, run_local
 
     flags = smoke_container
     if local == bool(image_name):
         raise UsageError("give an IMAGE to test, or --local for this Python")
+    if pull and not image_name:
+        raise UsageError("--pull pulls the IMAGE to test: give one, or drop --pull for --local")
+    if pull and image_name:
+        from builder.image.build import pull_reference  # the engine client: loaded only to pull, not for --local
+
+        pull_reference(image_name)
     if local or image_name is None:
         report = run_local(flags.require_gpus, expect_torch, expect_cuda, only, flags.timeout)
         title = "smoke: this Python"

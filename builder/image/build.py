@@ -77,13 +77,16 @@ class ImageResult:
     seconds: float
     lock_hash: str
     pushed: list[str] = field(default_factory=list)
+    # REGISTRY/NAME@sha256:... as the registry reported it: what CI smoke jobs and k8s Jobs pull, since
+    # a tag can move between the push and the test.
+    pushed_by_digest: str | None = None
 
     def as_dict(self) -> dict:
         return {
             "target": self.target, "image_id": self.image_id, "tags": self.tags, "size": self.size,
             "env_layer_size": self.env_layer_size, "env_layer_digest": self.env_layer_digest,
             "base_size": self.base_size, "seconds": round(self.seconds, 1),
-            "lock_hash": self.lock_hash, "pushed": self.pushed,
+            "lock_hash": self.lock_hash, "pushed": self.pushed, "pushed_by_digest": self.pushed_by_digest,
         }
 
 
@@ -346,12 +349,20 @@ def remote_reference(registry: str, tag: str) -> tuple[str, str]:
     return f"{registry.rstrip('/')}/{repository}", name
 
 
+@dataclass(frozen=True)
+class Pushed:
+    references: list[str]
+    by_digest: str | None  # REGISTRY/NAME@sha256:..., None when the registry reported no digest
+
+
 def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] = lambda line: None,
-               client=None) -> list[str]:
+               client=None) -> Pushed:
     """Push every tag; on a failure the registry-named tags made for it are dropped again, so a
-    failed push leaves only the image's own tags."""
+    failed push leaves only the image's own tags. The engine's push stream ends with an `aux`
+    record {Tag, Digest, Size} (Docker's PushResult): that digest names the manifest every tag got."""
     client = client or docker_client()
     pushed: list[str] = []
+    by_digest: str | None = None
     made: list[str] = []
     try:
         for tag in result.tags:
@@ -364,6 +375,7 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
                                         "check that the registry is reachable and you are logged in (`docker login`)")
                 if chunk.get("status") and chunk.get("id") is None:
                     echo(chunk["status"])
+                by_digest = by_digest or _pushed_digest(remote, chunk)
             pushed.append(f"{remote}:{name}")
     except BaseException as exc:
         for reference in made:
@@ -374,7 +386,42 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
         if isinstance(exc, Exception):
             raise engine_error(exc, f"push to {registry}") from None
         raise
-    return pushed
+    return Pushed(pushed, by_digest)
+
+
+def _pushed_digest(remote: str, chunk: dict) -> str | None:
+    aux = chunk.get("aux")
+    digest = aux.get("Digest") if isinstance(aux, dict) else None
+    if isinstance(digest, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        return f"{remote}@{digest}"
+    return None
+
+
+def pull_reference(reference: str, client=None) -> str:
+    """Pull an image by its full reference (REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:...)."""
+    client = client or docker_client()
+    repository, tag = _split_reference(reference)
+    try:
+        # The engine answers 200 and reports a failed pull inside the stream, as it does for a push.
+        reasons = [chunk["error"] for chunk in client.api.pull(repository, tag=tag, stream=True, decode=True)
+                   if "error" in chunk]
+    except engine_failures() as exc:
+        reasons = [getattr(exc, "explanation", None) or str(exc)]
+    if reasons:
+        raise EnvbuildError(f"pull of {reference} failed: {' '.join(str(reasons[0]).split())[:160]}; check the "
+                            "reference and that you are logged in to its registry (`docker login`)")
+    return reference
+
+
+def _split_reference(reference: str) -> tuple[str, str | None]:
+    """`name@sha256:x` -> (name, sha256:x); `host:5000/name:tag` -> (host:5000/name, tag); `name` -> (name, None)."""
+    if "@" in reference:
+        repository, _, digest = reference.partition("@")
+        return repository, digest
+    repository, sep, tag = reference.rpartition(":")
+    if sep and "/" not in tag:
+        return repository, tag
+    return reference, None
 
 
 def pull_image(tag: str, registry: str, client=None) -> str:

@@ -72,7 +72,8 @@ def build_target_image(
             raise _context_error(target, exc) from None
         result = build_image(context, options, echo=echo, client=client)
         if push:
-            result.pushed = push_image(result, push, echo=echo, client=client)
+            pushed = push_image(result, push, echo=echo, client=client)
+            result.pushed, result.pushed_by_digest = pushed.references, pushed.by_digest
         return result
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -68,10 +68,26 @@ class RenderedEnv:
         return {"environment.yml": self.environment_yml, "Dockerfile": self.dockerfile}
 
 
+# SPDX's word for "nobody stated the license" (SPDX spec 2.3, 7.15): an image without a `license:` in
+# its spec says that, rather than envbuild guessing from the packages.
+NO_LICENSE_STATED = "NOASSERTION"
+
+
+def image_version(target: Target) -> str:
+    """org.opencontainers.image.version: "the version of the packaged software", which "MAY match a label
+    or tag in the source code repository" (OCI image-spec, annotations.md). The packaged software is the
+    env: its spec's `version:` when the team gives one, else the version its image tag carries (torch and
+    target, e.g. 2.13.0-cuda13.0), so the label and the tag a user pulls say the same. The exact content
+    is the lock's hash, already its own label (io.envbuild.lock-hash) and tag."""
+    return target.spec.version or target.tag.rpartition(":")[2]
+
+
 def _labels(target: Target, lock_hash: str | None) -> dict[str, str]:
     labels = {
         "io.envbuild.lock-hash": lock_hash or "",
         "org.opencontainers.image.title": f"{target.name} {target.key}",
+        "org.opencontainers.image.version": image_version(target),
+        "org.opencontainers.image.licenses": target.spec.license or NO_LICENSE_STATED,
         "io.envbuild.env": target.name,
         "io.envbuild.target": target.key,
         "io.envbuild.torch": target.torch,

@@ -52,6 +52,11 @@ LABEL_KEY_PATTERN = r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?$"
 USER_PATTERN = r"^[a-z_][a-z0-9_\-]{0,31}$"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.\-]{0,62}$"
 PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+# The env's own version (org.opencontainers.image.version): one word, as a tag or release names it.
+ENV_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+_\-]{0,127}$"
+# An SPDX license expression (SPDX spec 2.3, annex D): license ids joined by AND, OR, WITH and parentheses,
+# e.g. "BSD-3-Clause AND MIT" or "LicenseRef-team-internal". Its form is checked here; the ids are not.
+LICENSE_PATTERN = r"^\(*[A-Za-z0-9.+\-:]+\)*( (AND|OR|WITH) \(*[A-Za-z0-9.+\-:]+\)*)*$"
 
 PackageSpec = Annotated[str, Field(pattern=PACKAGE_PATTERN, max_length=200)]
 Version = Annotated[str, Field(pattern=VERSION_PATTERN)]
@@ -189,6 +194,10 @@ class EnvSpec(StrictModel):
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     description: Annotated[str, Field(pattern=PRINTABLE_PATTERN, max_length=500)] = ""
+    # The env's release (e.g. 2026.12 or 1.4.0) and the SPDX license expression of what the image holds;
+    # both become OCI labels (builder/image/render.py).
+    version: Annotated[str, Field(pattern=ENV_VERSION_PATTERN)] | None = None
+    license: Annotated[str, Field(pattern=LICENSE_PATTERN, max_length=300)] | None = None
     python: Annotated[str, Field(pattern=PYTHON_PATTERN)]
     torch: Version
     torchvision: Version | None = None

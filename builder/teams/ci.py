@@ -1,12 +1,15 @@
 """`envbuild ci github|gitlab`: a pipeline that lock-checks, builds and smoke-tests every target
 (and `envbuild ci k8s`: Kubernetes Jobs for the GPU smoke tests, builder/teams/k8s.py).
 
-Jobs: a lock check (`envbuild lock --check`), a build per target, a GPU smoke test per CUDA target on
-self-hosted GPU runners and a CPU smoke test per CPU target on hosted runners (a hosted runner has no
-GPU to test a CUDA image on, so it does not pull one); JSON, JUnit and Markdown reports are kept as
-artifacts. Images are pushed only from the default branch and tags, GPU jobs never run a fork's code,
-and jobs install envbuild from a pinned source (builder/teams/install_source.py). The templates are
-`builder/data/templates/ci/*.j2`. Spec-derived values reach the pipeline only as YAML scalars
+Jobs: a lock check (`envbuild lock --check`), then one chain per target: its build (on GitHub two jobs,
+one that pushes, in the registry's environment, for the default branch and tags, and one that does not)
+and, for a CUDA target, a GPU smoke test on self-hosted GPU runners that needs only that build, so one
+failed build stops only its own smoke test. The smoke test pulls the digest its build pushed, or builds
+from the lock where nothing was pushed; a CPU target is smoke-tested in its build job (a hosted runner
+has no GPU to test a CUDA image on). Every job has a time limit and a build checks the engine's free
+disk first (`builder/data/ci.yaml`). JSON, JUnit and Markdown reports are kept as artifacts. GPU jobs
+never run a fork's code, and jobs install envbuild from a pinned source (builder/teams/install_source.py).
+The templates are `builder/data/templates/ci/*.j2`. Spec-derived values reach the pipeline only as YAML scalars
 (variables), never spliced into shell text: the scripts read them from the environment.
 """
 
@@ -99,8 +102,20 @@ def _repository_path(path: Path, what: str) -> str:
     return PurePosixPath(Path(relative)).as_posix()
 
 
-def _target_row(target: Target) -> dict[str, str]:
-    return {"target": target.key, "cuda": cuda_or_cpu(target.cuda), "tag": target.tag}
+def job_id(target_key: str) -> str:
+    """A target key as part of a job id (GitHub allows letters, digits, `-` and `_`): cuda12.6 -> cuda12-6."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", target_key)
+
+
+def _target_row(target: Target) -> dict[str, Any]:
+    defaults = ci_defaults()
+    kind = "cuda" if target.cuda else "cpu"
+    build_minutes = defaults["timeouts"]["build"][kind]
+    return {"target": target.key, "cuda": cuda_or_cpu(target.cuda), "tag": target.tag, "id": job_id(target.key),
+            "is_cuda": bool(target.cuda), "build_minutes": build_minutes,
+            # A pull request's smoke job builds its image from the lock before testing it.
+            "smoke_minutes": defaults["timeouts"]["smoke"] + build_minutes,
+            "disk_gb": defaults["disk_need_gb"][kind]}
 
 
 def pipeline_text(provider: Provider, spec: EnvSpec, spec_path: Path, targets: list[Target],
@@ -127,10 +142,11 @@ def pipeline_text(provider: Provider, spec: EnvSpec, spec_path: Path, targets: l
         lock_dir=_repository_path(default_lock_folder(spec_path, spec.name), "lock folder"),
         pipeline_path=_repository_path(pipeline_path, "pipeline file"),
         targets=rows,
-        cuda_targets=[_target_row(t) for t in targets if t.cuda],
+        cuda_targets=[row for row in rows if row["is_cuda"]],
         gpu_labels=list(gpu_labels),
         cpu_labels=list(cpu_labels),
-        cpu_targets=[_target_row(t) for t in targets if t.cuda is None],
+        cpu_targets=[row for row in rows if not row["is_cuda"]],
+        timeouts=defaults["timeouts"],
         requirement=source.requirement,
         install_origin=source.origin,
         require_gpus=str(options.require_gpus if options.require_gpus is not None else defaults["require_gpus"]),
@@ -142,17 +158,15 @@ def pipeline_jobs(provider: Provider, text: str) -> tuple[Job, ...]:
     """The jobs of a pipeline file, read back from its YAML."""
     data = yaml.safe_load(text)
     if provider == "github":
-        return tuple(
-            Job(name, tuple(job["runs-on"]),
-                tuple(row["target"] for row in job.get("strategy", {}).get("matrix", {}).get("include", [])))
-            for name, job in data["jobs"].items()
-        )
-    return tuple(
-        Job(name, tuple(job.get("tags", ())),
-            tuple(row["ENVBUILD_TARGET"] for row in job.get("parallel", {}).get("matrix", [])))
-        for name, job in data.items()
-        if isinstance(job, dict) and "script" in job
-    )
+        return tuple(Job(name, tuple(job["runs-on"]), _job_targets(job.get("env", {})))
+                     for name, job in data["jobs"].items())
+    return tuple(Job(name, tuple(job.get("tags", ())), _job_targets(job.get("variables", {})))
+                 for name, job in data.items() if isinstance(job, dict) and "script" in job)
+
+
+def _job_targets(variables: dict[str, Any]) -> tuple[str, ...]:
+    """Each build or smoke job covers one target (a failed build stops only its own target's smoke)."""
+    return (variables["ENVBUILD_TARGET"],) if "ENVBUILD_TARGET" in variables else ()
 
 
 def default_pipeline_path(provider: Provider, spec: EnvSpec) -> Path:

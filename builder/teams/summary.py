@@ -1,4 +1,4 @@
-"""`envbuild summary`: the JSON reports of a CI job (lock check, image, matrix) as one Markdown page.
+"""`envbuild summary`: the JSON reports of a CI job (lock check, image, matrix, smoke) as one Markdown page.
 
 GitHub shows what a step appends to `$GITHUB_STEP_SUMMARY` on the run's page; GitLab keeps the file
 as an artifact. A report that cannot be read (a job stopped while writing it) becomes a line saying
@@ -17,7 +17,7 @@ from builder.errors import EnvbuildError
 from builder.reports import human_size
 from builder.safe_io.reading import input_problem, read_bounded
 
-Kind = Literal["lock", "image", "matrix", "unreadable"]
+Kind = Literal["lock", "image", "matrix", "smoke", "unreadable"]
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 STATUS_MARKS = {"fresh": "✅", "locked": "✅", "unchanged": "✅", "ok": "✅", "passed": "✅",
                 "stale": "❌", "missing": "❌", "failed": "❌", "skipped": "⏭️"}
@@ -36,6 +36,8 @@ class Report:
 
 def report_kind(rows: Any) -> Kind:
     """Which command wrote these rows, told by the keys only that command writes."""
+    if isinstance(rows, dict):  # `envbuild smoke --json`: one image's suite report (smoke/report.py)
+        return "smoke" if {"report_version", "summary", "checks"} <= set(rows) else "unreadable"
     if not isinstance(rows, list) or not rows or not all(isinstance(row, dict) for row in rows):
         return "unreadable"
     keys = set(rows[0])
@@ -59,8 +61,10 @@ def read_report(path: Path) -> Report:
     except ValueError:
         return Report(path, "unreadable", [], "is empty or not JSON (the command stopped before writing it)")
     kind = report_kind(rows)
+    if kind == "smoke":  # one row: the image's counts, with its failed checks
+        rows = [rows]
     return Report(path, kind, rows if kind != "unreadable" else [],
-                  "" if kind != "unreadable" else "is not an envbuild lock, image or matrix report")
+                  "" if kind != "unreadable" else "is not an envbuild lock, image, matrix or smoke report")
 
 
 def cell(value: Any) -> str:
@@ -107,8 +111,21 @@ def _matrix_section(report: Report) -> list[str]:
     return lines
 
 
+def _smoke_section(report: Report) -> list[str]:
+    [row] = report.rows
+    counts = row.get("summary") or {}
+    failed = [check for check in row.get("checks", []) if isinstance(check, dict) and check.get("status") == "failed"]
+    lines = _table(["passed", "failed", "skipped", "seconds", "result"],
+                   [[*(counts.get(k, "") for k in ("passed", "failed", "skipped")), row.get("seconds", ""),
+                     "❌ failed" if failed else "✅ ok"]])
+    if failed:
+        lines += ["", "**What failed**", ""]
+        lines += [f"- {cell(check.get('name'))}: {cell(check.get('reason') or 'failed')}" for check in failed]
+    return lines
+
+
 SECTIONS = {"lock": ("lock check", _lock_section), "image": ("images", _image_section),
-            "matrix": ("smoke tests", _matrix_section)}
+            "matrix": ("smoke tests", _matrix_section), "smoke": ("smoke test", _smoke_section)}
 
 
 def markdown_summary(reports: Sequence[Report]) -> str:

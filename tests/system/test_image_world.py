@@ -131,7 +131,8 @@ def skopeo_inspect(reference: str) -> dict:
 def test_push_to_the_loopback_registry_and_pull_back(built, world_env, client) -> None:
     registry = os.environ.get("ENVBUILD_TEST_REGISTRY", "127.0.0.1:5000")
     team = f"{registry}/team-{uuid.uuid4().hex[:6]}"
-    pushed = world_env.build("12.9", extra=("--push", team))[0]["pushed"]
+    report = world_env.build("12.9", extra=("--push", team))[0]
+    pushed = report["pushed"]
     remote = f"{team}/{world_env.name}:2.13.0-cuda12.9"
     assert remote in pushed and len(pushed) == 2
     local = client.api.inspect_image(remote)
@@ -139,6 +140,8 @@ def test_push_to_the_loopback_registry_and_pull_back(built, world_env, client) -
     # A registry client that is not Docker reads the same manifest, labels and platform back.
     seen = skopeo_inspect(remote)
     assert f"{team}/{world_env.name}@{seen['Digest']}" in local["RepoDigests"]
+    # What CI smoke jobs pull: the digest the registry reported, the one skopeo reads back.
+    assert report["pushed_by_digest"] == f"{team}/{world_env.name}@{seen['Digest']}"
     assert seen["Labels"] == local["Config"]["Labels"] and seen["Labels"]["io.envbuild.target"] == "cuda12.9"
     assert (seen["Os"], seen["Architecture"]) == ("linux", "amd64") and len(seen["Layers"]) == len(
         local["RootFS"]["Layers"])
@@ -147,6 +150,11 @@ def test_push_to_the_loopback_registry_and_pull_back(built, world_env, client) -
     client.images.pull(remote)
     assert client.api.inspect_image(remote)["Id"] == digest_before
     client.images.remove(remote)
+    from builder.image.build import pull_reference
+
+    assert pull_reference(report["pushed_by_digest"]) == report["pushed_by_digest"]
+    assert client.api.inspect_image(report["pushed_by_digest"])["Id"] == digest_before
+    client.images.remove(report["pushed_by_digest"])
 
 
 def test_failed_build_tags_nothing_and_leaves_no_container(built, world_env, client) -> None:

@@ -114,6 +114,40 @@ def test_label_with_quotes_and_dollar_is_escaped() -> None:
     assert 'team="ml \\"core\\" \\$HOME \\\\ x"' in dockerfile
 
 
+BASE_SPEC = {"name": "vision", "python": "3.11", "torch": "2.8.0", "targets": [{"cuda": "12.9"}, {"cuda": "cpu"}]}
+
+
+def oci_labels(**fields: str) -> list[dict[str, str]]:
+    rows = []
+    for target in resolve_targets(parse_spec({**BASE_SPEC, **fields})):
+        text = render_target(target).dockerfile
+        rows.append({key: text.split(f'{key}="', 1)[1].split('"', 1)[0] for key in
+                     ("org.opencontainers.image.version", "org.opencontainers.image.licenses") if f'{key}="' in text})
+    return rows
+
+
+def test_version_and_licenses_labels_from_the_spec() -> None:
+    assert oci_labels(version="2026.12", license="BSD-3-Clause AND (MIT OR Apache-2.0)") == [
+        {"org.opencontainers.image.version": "2026.12",
+         "org.opencontainers.image.licenses": "BSD-3-Clause AND (MIT OR Apache-2.0)"}] * 2
+
+
+def test_without_them_the_tag_is_the_version_and_no_license_is_asserted() -> None:
+    # SPDX's NOASSERTION, not a license guessed from the packages; the version the image's tag carries.
+    assert oci_labels() == [
+        {"org.opencontainers.image.version": "2.8.0-cuda12.9", "org.opencontainers.image.licenses": "NOASSERTION"},
+        {"org.opencontainers.image.version": "2.8.0-cpu", "org.opencontainers.image.licenses": "NOASSERTION"}]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("license", "MIT, BSD"), ("license", "MIT and BSD-3-Clause"), ("license", 'MIT"\nRUN x'),
+    ("version", "1.0 beta"), ("version", "-1"),
+])
+def test_bad_version_or_license_is_refused(field: str, value: str) -> None:
+    with pytest.raises(UsageError, match=field):
+        parse_spec({**BASE_SPEC, field: value})
+
+
 def test_docker_str_refuses_control_characters() -> None:
     with pytest.raises(ValueError):
         docker_str("a\nRUN evil")

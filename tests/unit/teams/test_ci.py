@@ -64,8 +64,8 @@ def test_pipeline_validates_against_the_providers_schema(repo: Path, provider: s
 
 
 @pytest.mark.parametrize("provider, break_it", [
-    ("github", lambda data: data["jobs"]["build"].pop("runs-on")),
-    ("gitlab", lambda data: data["build"]["artifacts"].update(when="sometimes")),
+    ("github", lambda data: data["jobs"]["build-cuda12-6"].pop("runs-on")),
+    ("gitlab", lambda data: data["build-cuda12-6"]["artifacts"].update(when="sometimes")),
 ])
 def test_schema_check_rejects_a_broken_pipeline(repo: Path, provider: str, break_it) -> None:
     """Negative control: the validator does reject what the providers reject."""
@@ -79,34 +79,74 @@ def test_schema_check_rejects_a_broken_pipeline(repo: Path, provider: str, break
     assert "Schema validation errors" in checked.stdout + checked.stderr
 
 
+IDS = ["cuda13-0", "cuda12-9", "cuda12-6", "cuda11-8", "cpu"]
+GITHUB_JOBS = ["lock-check", *(f"{kind}-{i}" for i in IDS for kind in ("build", "publish")),
+               *(f"smoke-gpu-{i}" for i in IDS[:-1])]
+GITLAB_JOBS = ["lock-check", *(job for i in IDS for job in (f"build-{i}", f"smoke-gpu-{i}") if job != "smoke-gpu-cpu")]
+
+
 def test_github_jobs_per_target(repo: Path) -> None:
     pipeline = generate("github")
     assert pipeline.path == Path(".github/workflows/envbuild-pytorch.yml")
     data = yaml.safe_load(pipeline.path.read_text())
     jobs = data["jobs"]
-    assert list(jobs) == ["lock-check", "build", "smoke-gpu", "smoke-cpu"]
-    rows = {name: [row["target"] for row in job.get("strategy", {}).get("matrix", {}).get("include", [])]
-            for name, job in jobs.items()}
-    # A hosted runner has no GPU: it smoke-tests the CPU target only and pulls no CUDA image for that.
-    assert rows == {"lock-check": [], "build": ALL_KEYS, "smoke-gpu": CUDA_KEYS, "smoke-cpu": ["cpu"]}
-    assert jobs["smoke-gpu"]["runs-on"] == ["self-hosted", "linux", "gpu"]
-    assert jobs["build"]["runs-on"] == jobs["smoke-cpu"]["runs-on"] == ["ubuntu-latest"]
-    assert (jobs["build"]["needs"], jobs["smoke-gpu"]["needs"], jobs["smoke-cpu"]["needs"]) == (
-        "lock-check", "build", "build")
-    include = jobs["build"]["strategy"]["matrix"]["include"]
-    assert {"target": "cuda11.8", "cuda": "11.8", "tag": "pytorch:2.7.1-cuda11.8"} in include
+    assert list(jobs) == GITHUB_JOBS
+    assert {job.name: job.targets for job in pipeline.jobs} == {
+        "lock-check": (), **{name: (ALL_KEYS[IDS.index(name.split("-", 1)[1].removeprefix("gpu-"))],)
+                             for name in GITHUB_JOBS[1:]}}
+    # A hosted runner has no GPU: the CPU target is smoke-tested in its build job, CUDA ones on GPU runners.
+    assert jobs["smoke-gpu-cuda12-6"]["runs-on"] == ["self-hosted", "linux", "gpu"]
+    assert jobs["build-cuda12-6"]["runs-on"] == jobs["publish-cpu"]["runs-on"] == ["ubuntu-latest"]
+    assert jobs["build-cuda11-8"]["env"]["ENVBUILD_TAG"] == "pytorch:2.7.1-cuda11.8"
     assert data["env"]["ENVBUILD_SPEC"] == "envs/pytorch.yaml"
     assert data["on"]["push"]["paths"] == ["envs/pytorch.yaml", "envs/pytorch/locks/**",
                                            ".github/workflows/envbuild-pytorch.yml"]
     steps = {name: [step.get("run", "") for step in job["steps"]] for name, job in jobs.items()}
     assert any('envbuild lock "$ENVBUILD_SPEC" --check --json > reports/lock-check.json' in s
                for s in steps["lock-check"])
-    assert any('envbuild matrix "$ENVBUILD_SPEC" --cuda "$ENVBUILD_CUDA" --frozen --gpus all '
-               '--require-gpus "$ENVBUILD_REQUIRE_GPUS" --junit "reports/smoke-gpu-$ENVBUILD_TARGET.xml"'
-               in s for s in steps["smoke-gpu"])
+    assert any('envbuild matrix "$ENVBUILD_SPEC" --cuda "$ENVBUILD_CUDA" --frozen "$@"' in s
+               and '--gpus all --require-gpus "$ENVBUILD_REQUIRE_GPUS"' in s for s in steps["smoke-gpu-cuda12-6"])
+    assert any('envbuild smoke "$image"' in s for s in steps["build-cpu"])
+    assert any('envbuild smoke "$image"' in s for s in steps["publish-cpu"])
     for name, job in jobs.items():  # every job keeps its reports, also when it failed
         upload = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
         assert len(upload) == 1 and upload[0]["if"] == "always()" and upload[0]["with"]["path"] == "reports/", name
+
+
+def test_each_smoke_job_needs_only_its_own_targets_build(repo: Path) -> None:
+    """GitHub skips a job whose `needs` failed or was skipped unless its `if` uses a status function
+    (docs: workflow syntax, jobs.<job_id>.needs). Exactly one of build-X / publish-X runs per event, so
+    smoke-gpu-X says `!cancelled()` and asks for the success of one of its own two builds, nothing else."""
+    jobs = yaml.safe_load(generate("github").text)["jobs"]
+    for target_id in IDS[:-1]:
+        smoke = jobs[f"smoke-gpu-{target_id}"]
+        assert smoke["needs"] == [f"build-{target_id}", f"publish-{target_id}"]
+        assert smoke["if"].startswith(f"${{{{ !cancelled() && (needs.build-{target_id}.result == 'success' || "
+                                      f"needs.publish-{target_id}.result == 'success') && ")
+        assert smoke["env"]["ENVBUILD_IMAGE"] == f"${{{{ needs.publish-{target_id}.outputs.image }}}}"
+    for name, job in jobs.items():
+        if name != "lock-check":
+            assert job["needs"] == "lock-check" or name.startswith("smoke-gpu-"), name
+    gitlab = yaml.safe_load(generate("gitlab").text)
+    for target_id in IDS[:-1]:
+        assert gitlab[f"smoke-gpu-{target_id}"]["needs"] == [{"job": f"build-{target_id}", "artifacts": True}]
+        assert gitlab[f"build-{target_id}"]["artifacts"]["reports"]["dotenv"] == "reports/image.env"
+
+
+@pytest.mark.parametrize("provider", ["github", "gitlab"])
+def test_every_job_has_a_time_limit(repo: Path, provider: str) -> None:
+    from builder.teams.ci import ci_defaults
+
+    limits = ci_defaults()["timeouts"]
+    data = yaml.safe_load(generate(provider).text)
+    jobs = data["jobs"] if provider == "github" else {k: v for k, v in data.items() if k in GITLAB_JOBS}
+    key = "timeout-minutes" if provider == "github" else "timeout"
+    minutes = {name: int(str(job[key]).removesuffix(" minutes")) for name, job in jobs.items()}
+    assert len(minutes) == len(GITHUB_JOBS if provider == "github" else GITLAB_JOBS)
+    assert minutes["lock-check"] == limits["lock_check"]
+    assert minutes["build-cuda12-6"] == limits["build"]["cuda"] and minutes["build-cpu"] == limits["build"]["cpu"]
+    # A pull request's smoke job builds from the lock before it tests: its limit covers both.
+    assert minutes["smoke-gpu-cuda12-6"] == limits["smoke"] + limits["build"]["cuda"]
 
 
 def test_gitlab_stages_tags_and_junit(repo: Path) -> None:
@@ -115,13 +155,13 @@ def test_gitlab_stages_tags_and_junit(repo: Path) -> None:
     data = yaml.safe_load(pipeline.path.read_text())
     assert data["stages"] == ["lock", "build", "smoke"]
     jobs = {j.name: j for j in pipeline.jobs}
-    assert list(jobs) == ["lock-check", "build", "smoke-gpu", "smoke-cpu"]
-    assert (jobs["build"].targets, jobs["smoke-gpu"].targets, jobs["smoke-cpu"].targets) == (
-        tuple(ALL_KEYS), tuple(CUDA_KEYS), ("cpu",))
-    assert data["smoke-gpu"]["tags"] == ["gpu"] and "tags" not in data["smoke-cpu"]
-    assert [data[j]["stage"] for j in jobs] == ["lock", "build", "smoke", "smoke"]
-    assert data["smoke-gpu"]["artifacts"]["reports"]["junit"] == "reports/smoke-gpu-*.xml"
-    assert data["smoke-cpu"]["artifacts"]["reports"]["junit"] == "reports/smoke-cpu-*.xml"
+    assert list(jobs) == GITLAB_JOBS
+    assert (jobs["build-cuda12-6"].targets, jobs["smoke-gpu-cuda11-8"].targets, jobs["build-cpu"].targets) == (
+        ("cuda12.6",), ("cuda11.8",), ("cpu",))
+    assert data["smoke-gpu-cuda12-6"]["tags"] == ["gpu"] and "tags" not in data["build-cpu"]
+    assert {data[j]["stage"] for j in jobs if j.startswith("smoke-gpu-")} == {"smoke"}
+    assert data["smoke-gpu-cuda12-6"]["artifacts"]["reports"]["junit"] == "reports/smoke-gpu-*.xml"
+    assert data["build-cpu"]["artifacts"]["reports"]["junit"] == "reports/smoke-cpu-*.xml"
     assert all(data[j]["artifacts"]["when"] == "always" for j in jobs)
     assert data["variables"]["ENVBUILD_SPEC"] == "envs/pytorch.yaml"
 
@@ -144,8 +184,8 @@ def test_runner_labels_and_gpu_count_are_configurable(repo: Path, provider: str)
                         require_gpus=2)
     pipeline = generate(provider, options=options)
     jobs = {j.name: j.runs_on for j in pipeline.jobs}
-    assert jobs == {"lock-check": ("linux-large",), "build": ("linux-large",), "smoke-gpu": ("self-hosted", "a100"),
-                    "smoke-cpu": ("linux-large",)}
+    assert jobs == {name: ("self-hosted", "a100") if name.startswith("smoke-gpu-") else ("linux-large",)
+                    for name in (GITHUB_JOBS if provider == "github" else GITLAB_JOBS)}
     data = yaml.safe_load(pipeline.text)
     assert (data["env"] if provider == "github" else data["variables"])["ENVBUILD_REQUIRE_GPUS"] == "2"
     assert schema_check(provider, pipeline.path).returncode == 0
@@ -157,7 +197,8 @@ def test_cpu_only_spec_has_no_gpu_job(repo: Path, provider: str) -> None:
     spec.write_text(yaml.safe_dump({"name": "cpu-tests", "python": "3.11", "torch": "2.13.0",
                                     "targets": [{"cuda": "cpu"}]}))
     pipeline = generate(provider, Path("envs/cpu.yaml"), out=Path(f"{provider}.yml"))
-    assert [j.name for j in pipeline.jobs] == ["lock-check", "build", "smoke-cpu"]
+    assert [j.name for j in pipeline.jobs] == (["lock-check", "build-cpu", "publish-cpu"] if provider == "github"
+                                               else ["lock-check", "build-cpu"])
     assert schema_check(provider, pipeline.path).returncode == 0
 
 
@@ -174,7 +215,8 @@ def test_values_stay_single_yaml_scalars(repo: Path, provider: str) -> None:
     variables = data["env"] if provider == "github" else data["variables"]
     assert variables["ENVBUILD_SPEC"] == 'team "a": b/envs #1/pytorch.yaml'
     assert variables["ENVBUILD_REQUIREMENT"] == requirement
-    assert [j.name for j in pipeline_jobs(provider, pipeline.text)] == ["lock-check", "build", "smoke-gpu", "smoke-cpu"]
+    assert [j.name for j in pipeline_jobs(provider, pipeline.text)] == (
+        GITHUB_JOBS if provider == "github" else GITLAB_JOBS)
     for script in scripts_of(provider, data):  # scripts read values from the environment only
         assert "team" not in script and "example.org" not in script
 
@@ -193,7 +235,7 @@ def test_existing_pipeline_is_kept_unless_forced(repo: Path) -> None:
         generate("gitlab")
     assert Path(".gitlab-ci.yml").read_text() == "stages: [test]\n"
     generate("gitlab", force=True)
-    assert "smoke-gpu" in yaml.safe_load(Path(".gitlab-ci.yml").read_text())
+    assert "smoke-gpu-cuda12-6" in yaml.safe_load(Path(".gitlab-ci.yml").read_text())
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -217,7 +259,7 @@ def test_cli_writes_and_reports_jobs(repo: Path) -> None:
     assert outcome.exit_code == 0, outcome.output
     report = json.loads(outcome.output)
     assert report["path"] == ".github/workflows/envbuild-pytorch.yml"
-    assert {"name": "smoke-gpu", "runs_on": ["gpu", "h100"], "targets": CUDA_KEYS} in report["jobs"]
+    assert {"name": "smoke-gpu-cuda12-6", "runs_on": ["gpu", "h100"], "targets": ["cuda12.6"]} in report["jobs"]
     table = runner.invoke(cli, ["ci", "gitlab", "envs/pytorch.yaml"])
     assert table.exit_code == 0, table.output
     assert "wrote .gitlab-ci.yml: gitlab pipeline for pytorch" in table.output
@@ -258,8 +300,14 @@ def run_step(script: str, tmp_path: Path, **env: str) -> tuple[subprocess.Comple
     calls = tmp_path / "calls"
     calls.unlink(missing_ok=True)
     fake = bin_dir / "envbuild"
-    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done >> "$ENVBUILD_CALLS"\necho "{}"\n')
+    # It prints FAKE_REPORT (the JSON the real command would print) when given, else {}.
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done >> "$ENVBUILD_CALLS"\n'
+                    'if [ -n "${FAKE_REPORT:-}" ]; then echo "$FAKE_REPORT"; else echo "{}"; fi\n')
     fake.chmod(0o755)
+    venv_python = tmp_path / ".envbuild-venv" / "bin" / "python"
+    if "FAKE_REPORT" in env and not venv_python.exists():  # the steps read reports with the job's own Python
+        venv_python.parent.mkdir(parents=True, exist_ok=True)
+        venv_python.symlink_to(sys.executable)
     full_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "ENVBUILD_CALLS": str(calls), **env}
     done = subprocess.run(["sh", "-e", "-c", script], cwd=tmp_path, env=full_env, check=False,
                           capture_output=True, text=True, timeout=60)
@@ -283,6 +331,33 @@ def test_github_workflow_passes_zizmor(repo: Path) -> None:
     assert pedantic.returncode == 0, pedantic.stdout + pedantic.stderr
 
 
+def test_github_workflow_passes_zizmor_as_auditor(repo: Path) -> None:
+    """The auditor persona: registry secrets only inside a GitHub environment (secrets-outside-env), and
+    the self-hosted GPU runners ignored inline with the reason beside them (self-hosted-runner)."""
+    pipeline = generate("github", options=GIVEN)
+    checked = zizmor(pipeline.path, "--persona=auditor")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "No findings to report" in checked.stdout + checked.stderr
+    data = yaml.safe_load(pipeline.text)
+    with_secrets = {name for name, job in data["jobs"].items() if "secrets." in json.dumps(job)}
+    assert with_secrets == {f"publish-{i}" for i in IDS}
+    assert all(data["jobs"][name]["environment"] == "envbuild-registry" for name in with_secrets)
+    ignores = [line for line in pipeline.text.splitlines() if "zizmor: ignore" in line]
+    assert len(ignores) == 4 and all(line.strip().startswith("runs-on: [\"self-hosted\"") for line in ignores)
+
+
+def test_auditor_persona_finds_what_the_workflow_avoids(repo: Path) -> None:
+    """Negative control: without the environment and the inline ignore, the auditor reports both."""
+    text = generate("github", options=GIVEN).text.replace(" # zizmor: ignore[self-hosted-runner]", "")
+    data = yaml.safe_load(text)
+    for job in data["jobs"].values():
+        job.pop("environment", None)
+    broken = repo / ".github" / "workflows" / "broken.yml"
+    broken.write_text(yaml.safe_dump(data, sort_keys=False))
+    checked = zizmor(broken, "--persona=auditor")
+    assert checked.returncode != 0
+    assert checked.stdout.count("warning[secrets-outside-env]") == 2 * len(IDS), checked.stdout
+    assert checked.stdout.count("warning[self-hosted-runner]") == len(IDS) - 1, checked.stdout
 def test_zizmor_rejects_what_the_workflow_avoids(repo: Path) -> None:
     """Negative control: an unpinned action, checkout credentials kept and no permissions are findings."""
     data = yaml.safe_load(generate("github", options=GIVEN).text)
@@ -306,13 +381,12 @@ def test_github_workflow_passes_actionlint_given_the_gpu_label(repo: Path) -> No
     # The one documented finding: `gpu` is the team's own runner label, which actionlint must be told.
     bare = actionlint(pipeline.path, None)
     assert bare.returncode == 1 and 'label "gpu" is unknown' in bare.stdout
-    assert len([line for line in bare.stdout.splitlines() if "[runner-label]" in line]) == 1, bare.stdout
+    findings = [line for line in bare.stdout.splitlines() if line.startswith(".github/")]
+    assert len(findings) == len(IDS) - 1 and all("[runner-label]" in line for line in findings), bare.stdout
     config = repo / ".github" / "actionlint.yaml"
     config.write_text("self-hosted-runner:\n  labels: [gpu]\n")
     checked = actionlint(pipeline.path, config)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-
-
 def test_actions_are_pinned_by_commit_with_their_version(repo: Path) -> None:
     import re
 
@@ -338,43 +412,14 @@ def test_github_permissions_and_checkout_credentials(repo: Path) -> None:
         assert len(checkout) == 1 and checkout[0]["with"] == {"persist-credentials": False}, name
 
 
-def test_gpu_jobs_never_run_a_forks_code(repo: Path) -> None:
-    github = yaml.safe_load(generate("github", options=GIVEN).text)
-    guard = github["jobs"]["smoke-gpu"]["if"]
-    assert guard == ("github.event_name != 'pull_request' || "
-                     "github.event.pull_request.head.repo.full_name == github.repository")
-    assert "pull_request" in github["on"]  # pull requests still build and smoke on hosted runners
-    gitlab = yaml.safe_load(generate("gitlab", options=GIVEN).text)
-    # Branch and tag pipelines only: a merge request pipeline (a fork's, run here) has neither.
-    assert gitlab["smoke-gpu"]["rules"] == [{"if": "$CI_COMMIT_TAG || $CI_COMMIT_BRANCH"}]
-
-
-@pytest.mark.parametrize("publish, registry, pushed", [
-    ("true", "registry.example.org/team", True),
-    ("false", "registry.example.org/team", False),  # a pull request or another branch
-    ("true", "", False),  # no registry configured: build only
-])
-def test_build_step_pushes_only_when_publishing(repo: Path, tmp_path: Path, publish: str, registry: str,
-                                                pushed: bool) -> None:
-    data = yaml.safe_load(generate("github", options=GIVEN).text)
-    step = github_step(data, "build", "Build the image from the committed lock")
-    done, calls = run_step(step["run"], tmp_path, ENVBUILD_PUBLISH=publish, ENVBUILD_REGISTRY=registry,
-                           ENVBUILD_SPEC="envs/pytorch.yaml", ENVBUILD_CUDA="12.6", ENVBUILD_TARGET="cuda12.6")
-    assert done.returncode == 0, done.stderr
-    expected = ["image", "envs/pytorch.yaml", "--cuda", "12.6", "--frozen"]
-    expected += ["--push", registry] if pushed else []
-    assert calls == expected + ["--json"]
-    assert (tmp_path / "reports" / "image-cuda12.6.json").read_text() == "{}\n"
-
-
 def test_registry_credentials_only_where_images_are_published(repo: Path, tmp_path: Path) -> None:
     data = yaml.safe_load(generate("github", options=GIVEN).text)
-    build = data["jobs"]["build"]
-    assert build["env"]["ENVBUILD_PUBLISH"] == (
-        "${{ github.event_name == 'push' && (github.ref_type == 'tag' || "
-        "github.ref_name == github.event.repository.default_branch) }}")
-    login = github_step(data, "build", "Registry login")
-    assert login["if"] == "env.ENVBUILD_PUBLISH == 'true'"
+    publishing = ("github.event_name == 'push' && (github.ref_type == 'tag' || "
+                  "github.ref_name == github.event.repository.default_branch)")
+    assert data["jobs"]["publish-cuda12-6"]["if"] == publishing
+    assert data["jobs"]["build-cuda12-6"]["if"] == f"${{{{ !({publishing}) }}}}"
+    assert not [s for s in data["jobs"]["build-cuda12-6"]["steps"] if s.get("name") == "Registry login"]
+    login = github_step(data, "publish-cuda12-6", "Registry login")
     secrets = dict(ENVBUILD_REGISTRY="registry.example.org/team", ENVBUILD_REGISTRY_USER="bot",
                    ENVBUILD_REGISTRY_PASSWORD="s3cret")
     run_step(login["run"], tmp_path, ENVBUILD_PUBLISH="false", **secrets)
@@ -384,12 +429,58 @@ def test_registry_credentials_only_where_images_are_published(repo: Path, tmp_pa
     config = json.loads((tmp_path / ".docker" / "config.json").read_text())
     assert list(config["auths"]) == ["registry.example.org"]
     gitlab = yaml.safe_load(generate("gitlab", options=GIVEN).text)
-    assert gitlab["build"]["rules"] == [
+    assert gitlab["build-cuda12-6"]["rules"] == [
         {"if": "$CI_COMMIT_TAG || $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH", "variables": {"ENVBUILD_PUBLISH": "true"}},
         {"if": "$CI_COMMIT_BRANCH"},
     ]
 
 
+@pytest.mark.parametrize("image, expected", [
+    ("registry.example.org/team/pytorch@sha256:" + "ab" * 32,
+     ["smoke", "registry.example.org/team/pytorch@sha256:" + "ab" * 32, "--pull"]),
+    ("", ["matrix", "envs/pytorch.yaml", "--cuda", "12.6", "--frozen"]),  # nothing pushed: build from the lock
+])
+def test_gpu_smoke_tests_the_pushed_digest(repo: Path, tmp_path: Path, image: str, expected: list[str]) -> None:
+    data = yaml.safe_load(generate("github", options=GIVEN).text)
+    step = github_step(data, "smoke-gpu-cuda12-6", "Smoke test on the GPUs")
+    done, calls = run_step(step["run"], tmp_path, ENVBUILD_IMAGE=image, ENVBUILD_SPEC="envs/pytorch.yaml",
+                           ENVBUILD_CUDA="12.6", ENVBUILD_TARGET="cuda12.6", ENVBUILD_REQUIRE_GPUS="1")
+    assert done.returncode == 0, done.stderr
+    assert calls == expected + ["--gpus", "all", "--require-gpus", "1", "--junit", "reports/smoke-gpu-cuda12.6.xml",
+                                "--json"]
+
+
+@pytest.mark.parametrize("need_gb, fails", [("1", False), ("1000000", True)])
+def test_build_checks_the_engines_free_disk_first(repo: Path, tmp_path: Path, need_gb: str, fails: bool) -> None:
+    """The step reads the engine's data folder from `docker info` and measures it with the real df."""
+    data = yaml.safe_load(generate("github", options=GIVEN).text)
+    step = github_step(data, "build-cuda12-6", "Free disk for the build")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(f"#!/bin/sh\necho {tmp_path}\n")
+    docker.chmod(0o755)
+    done, _ = run_step(step["run"], tmp_path, ENVBUILD_TARGET="cuda12.6", ENVBUILD_DISK_NEED_GB=need_gb)
+    assert done.returncode == (1 if fails else 0), done.stderr
+    if fails:
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"envbuild: building cuda12.6 needs about {need_gb} GB free for the Docker engine, "
+                               f"{tmp_path} has ")
+        assert "run it on a runner with more disk" in line and len(line) < 300
+
+
+def test_build_that_cannot_see_the_engines_disk_says_what_it_needs(repo: Path, tmp_path: Path) -> None:
+    """A Docker-in-Docker job: its docker CLI (here a stand-in that fails as one without an engine
+    does) cannot name the engine's data folder, so the job says what it needs and goes on."""
+    data = yaml.safe_load(generate("gitlab", options=GIVEN).text)
+    check = data["build-cuda12-6"]["script"][0]
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "docker").write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    (tmp_path / "bin" / "docker").chmod(0o755)
+    done, _ = run_step(check, tmp_path, ENVBUILD_TARGET="cuda12.6", ENVBUILD_DISK_NEED_GB="17")
+    assert done.returncode == 0
+    assert done.stderr.strip() == ("envbuild: cannot see the Docker engine's disk from this job; building cuda12.6 "
+                                   "needs about 17 GB free there")
 @pytest.mark.parametrize("provider", ["github", "gitlab"])
 def test_given_install_source_is_what_every_job_installs(repo: Path, tmp_path: Path, provider: str) -> None:
     pipeline = generate(provider, options=GIVEN)

@@ -90,7 +90,8 @@ def test_each_job_asks_for_gpus_and_fails_once(repo: Path) -> None:
         assert pod["nodeSelector"] == {"nvidia.com/gpu.product": PRODUCTS[0]}
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 1000
         [container] = pod["containers"]
-        assert container["resources"]["limits"] == {"nvidia.com/gpu": 2}
+        assert container["resources"] == {"requests": {"cpu": "2", "memory": "4Gi"},
+                                          "limits": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": 2}}
         assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
         assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
         assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in pod["volumes"]
@@ -142,3 +143,33 @@ def test_image_option_format() -> None:
         ("cuda12.6", f"r.example.org:5000/t/pytorch@{DIGEST}"),)
     with pytest.raises(UsageError, match="write TARGET=IMAGE"):
         parse_images(("registry.example.org/team/pytorch",))
+
+
+@pytest.mark.parametrize("suite_status", [0, 1])
+def test_smoke_report_comes_back_from_the_log(repo: Path, tmp_path: Path, suite_status: int) -> None:
+    """The container's command run by sh as the pod would, with a stand-in `python` that writes a report
+    where the suite's --json says and exits as the suite did: the log carries the report between the
+    markers, the documented sed line gives it back whole, and the exit status is the suite's."""
+    documents, _ = generate("--registry", "registry.example.org/team")
+    command = documents[0]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:2] == ["sh", "-c"]
+    report = {"summary": {"passed": 3, "failed": suite_status, "skipped": 1}, "checks": [{"name": "a b"}]}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python"
+    fake.write_text("#!/bin/sh\nwhile [ \"$1\" != --json ]; do shift; done\n"
+                    f"printf '%s' '{json.dumps(report)}' > \"$2\"\necho 'suite output'\nexit {suite_status}\n")
+    fake.chmod(0o755)
+    folder = tmp_path / "report-dir"
+    script = command[2].replace("/tmp/envbuild-smoke", str(folder))
+    args = [a.replace("/tmp/envbuild-smoke", str(folder)) for a in command[3:]]
+    ran = subprocess.run(["sh", "-c", script, *args], check=False, capture_output=True, text=True, timeout=60,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert ran.returncode == suite_status
+    from builder.teams.k8s import REPORT_FROM_LOGS
+
+    header = Path("k8s/envbuild-pytorch-smoke.yaml").read_text().split("\n---", 1)[0]
+    assert f"# The JSON report, from the log (kept as long as the Job): {REPORT_FROM_LOGS}" in header
+    extract = REPORT_FROM_LOGS.split("| ", 1)[1].rsplit(" >", 1)[0]  # the sed part, fed the log
+    back = subprocess.run(["sh", "-c", extract], input=ran.stdout, check=True, capture_output=True, text=True)
+    assert json.loads(back.stdout) == report

@@ -37,7 +37,7 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def write(path: Path, rows: list[dict]) -> Path:
+def write(path: Path, rows: list[dict] | dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rows))
     return path
@@ -104,6 +104,23 @@ def test_summary_tables_of_every_report_kind(tmp_path: Path) -> None:
     assert "- `cuda12.6` amp.cuda_fp16: loss went up \\| then NaN stop" in text
     assert "- `cuda11.8` lock: the lock is missing" in text
     assert f"- `{empty}` is empty or not JSON" in text
+
+
+def test_summary_of_a_smoke_report(tmp_path: Path) -> None:
+    """`envbuild smoke --json` (what CI smoke jobs write when they test a pushed digest): one image's suite."""
+    from smoke.report import CheckResult, SmokeReport
+
+    report = SmokeReport([CheckResult("cuda.visible", "passed", "1 device visible", 0.1),
+                          CheckResult("amp.cuda_fp16", "failed", "loss went up | then NaN", 2.0),
+                          CheckResult("ddp.two_ranks", "skipped", "needs 2 GPUs", 0.0)])
+    path = write(tmp_path / "reports" / "smoke-gpu-cuda12.6.json", {**report.to_dict(), "notes": [], "seconds": 7.5})
+    read = read_report(path)
+    assert read.kind == "smoke"
+    text = markdown_summary([read])
+    assert f"### envbuild smoke test: `{path}`" in text
+    assert "| 1 | 1 | 1 | 7.5 | ❌ failed |" in text
+    assert "- amp.cuda_fp16: loss went up \\| then NaN" in text
+    assert read_report(write(tmp_path / "other.json", {"checks": []})).kind == "unreadable"
 
 
 def test_summary_command(tmp_path: Path) -> None:
