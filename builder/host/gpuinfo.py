@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from builder.host.capability import read_capability
+from builder.specs.gpus import architecture_name
 from smoke.driver import DriverReading, read_driver
 from smoke.nvml import nvml_session
 from smoke.nvsmi import SmiGpu, SmiProcess
@@ -121,7 +122,7 @@ def gpus_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[GpuInfo]:
         capability = device.get("cuda_compute_capability")
         utilization = device.get("utilization_gpu")
         name = _text(device["name"]) or ""
-        architecture = device.get("architecture")
+        architecture = None if device.get("architecture") is None else architecture_name(device["architecture"])
         known = read_capability((int(capability[0]), int(capability[1])) if capability else None, name, architecture)
         gpus.append(GpuInfo(
             index=int(device["index"]),
@@ -129,7 +130,7 @@ def gpus_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[GpuInfo]:
             uuid=_text(device.get("uuid")),
             bus_id=_text(device.get("pci_bus_id")),
             capability=known.capability, capability_source=known.source, candidates=known.candidates,
-            architecture=None if architecture is None else str(architecture), mig_mode=device.get("mig_mode"),
+            architecture=architecture, mig_mode=device.get("mig_mode"),
             memory_free=None if memory.get("free") is None else int(memory["free"]),
             memory_total=None if memory.get("total") is None else int(memory["total"]),
             utilization=None if utilization is None else int(utilization),

@@ -89,6 +89,17 @@ def _architectures() -> dict[str, tuple[tuple[int, int], ...]]:
     return table
 
 
+def architecture_name(value: str | int) -> str:
+    """An architecture as nvidia-smi names it: NVML's number (9) or an alias (Ada) to its name; else as given."""
+    raw = _architecture_data()["architectures"]
+    assert isinstance(raw, dict)
+    wanted = str(value).strip().casefold()
+    for name, entry in raw.items():
+        if wanted in {name.casefold(), *(str(a).casefold() for a in entry.get("also", ())), str(entry.get("nvml"))}:
+            return str(name)
+    return str(value)
+
+
 def capabilities_of_architecture(name: str | int) -> tuple[tuple[int, int], ...]:
     """The compute capabilities an architecture (`Hopper`, `Ada Lovelace`, NVML's number 9) may have; empty when
     the name is not in the data. One capability tells it; several say the architecture alone does not."""

@@ -96,6 +96,16 @@ def test_an_architecture_with_several_capabilities_decides_only_when_all_agree()
     assert by_target(report) == {"cuda12.6": ARCH_NOT_IN_BUILD}  # none of 10.x-12.x: decided without knowing
 
 
+def test_nvml_architecture_number_and_mig_mode():
+    # NVML's answers as a lent H200 gave them (nvmlDeviceGetArchitecture 9, nvmlDeviceGetMigMode [0, 0]) on a board
+    # whose name gpus.yaml does not hold and whose capability query failed (a fixture of both).
+    [gpu] = gpus_from_nvml([{"index": 0, "name": "NVIDIA Hopper Board X", "uuid": None, "pci_bus_id": None,
+                             "cuda_compute_capability": None, "memory": None, "utilization_gpu": None,
+                             "architecture": 9, "mig_mode": "Disabled"}])
+    assert (gpu.architecture, gpu.capability, gpu.capability_source, gpu.mig_mode) == (
+        "Hopper", (9, 0), "architecture Hopper", "Disabled")
+
+
 def test_a_gpu_nothing_tells_is_unknown_never_runs():
     mystery = gpus_from_nvml([{"index": 0, "name": "NVIDIA Mystery GPU", "uuid": None, "pci_bus_id": None,
                                "cuda_compute_capability": None, "memory": None, "utilization_gpu": None}])
