@@ -9,7 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from smoke.compat import driver_cuda_from_nvml
 from smoke.nvml import nvml_session
@@ -126,13 +126,37 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
         rows = _query(executable, "gpu", GPU_QUERY_FIELDS[:-1], notes)
     queried = gpus_from_query(rows or [])
     if queried:
-        gpus = queried
+        gpus = _filled_in(queried, parsed.gpus)
+    if any(gpu.compute_capability is None for gpu in gpus):
+        # Old drivers cannot be asked for compute_cap: -q's Product Architecture is the next best thing.
+        detailed = _run_smi(executable, ["-q"], [])
+        if detailed is not None and detailed[0] == 0:
+            gpus = _filled_in(gpus, parse_nvidia_smi(detailed[1]).gpus)
     driver_version = parsed.driver_version or next((r["driver_version"] for r in rows or [] if r.get("driver_version")),
                                                    None)
     apps = _query(executable, "compute-apps", APPS_QUERY_FIELDS, notes)
     processes = processes_from_query(apps) if apps is not None else parsed.processes
     return DriverReading("nvidia-smi", parsed.cuda_version, driver_version, notes, gpus, processes,
                          smi_version=parsed.smi_version)
+
+
+def _filled_in(gpus: list[SmiGpu], other: list[SmiGpu]) -> list[SmiGpu]:
+    """`gpus` with the architecture and MIG mode another reading of the same GPUs (same PCI bus id) says."""
+    by_bus = {_bus_key(gpu.bus_id): gpu for gpu in other if gpu.bus_id}
+    filled = []
+    for gpu in gpus:
+        same = by_bus.get(_bus_key(gpu.bus_id))
+        if same is not None:
+            gpu = replace(gpu, architecture=gpu.architecture or same.architecture,
+                          mig_mode=gpu.mig_mode or same.mig_mode)
+        filled.append(gpu)
+    return filled
+
+
+def _bus_key(bus_id: str | None) -> str:
+    # "00000000:17:00.0" (query, -q) and "0000:17:00.0" (older tables) name one GPU.
+    domain, _, rest = (bus_id or "").lower().partition(":")
+    return f"{domain.lstrip('0')}:{rest}"
 
 
 def _run_alone(command: list[str], timeout: float) -> tuple[int, str, str]:

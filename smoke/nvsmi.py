@@ -40,7 +40,11 @@ _PROCESS_ROW = re.compile(
 _MIG_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|\s*\d+MiB\s*/\s*\d+MiB")
 # `nvidia-smi -q`: "GPU 00000000:94:00.0" opens a GPU; its fields follow, indented.
 _Q_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])\s*$")
-_Q_FIELD = re.compile(r"^\s+(Product Name|GPU UUID)\s*:\s*(.+?)\s*$")
+_Q_FIELD = re.compile(r"^\s+(Product Name|GPU UUID|Product Architecture)\s*:\s*(.+?)\s*$")
+# `MIG Mode` opens a block whose `Current : Enabled|Disabled|N/A` line is the mode now.
+_Q_CURRENT = re.compile(r"^\s+Current\s*:\s*(.+?)\s*$")
+# The table's third GPU row (from driver 450) ends with the MIG M. column: "|   Disabled |".
+_MIG_MODE_CELL = re.compile(r"\|\s*(Enabled|Disabled|N/A)\s*\|\s*$")
 _Q_FB_TOTAL = re.compile(r"^\s+Total\s*:\s*(\d+)\s*MiB")
 _Q_FB_USED = re.compile(r"^\s+Used\s*:\s*(\d+)\s*MiB")
 
@@ -51,6 +55,8 @@ FAILURES = {
     "driver-library-mismatch": re.compile(r"Driver/library version mismatch", re.I),
     "insufficient-permissions": re.compile(r"Failed to initialize NVML: Insufficient Permissions", re.I),
     "no-devices": re.compile(r"^\s*No devices were found\s*$", re.I | re.M),
+    "gpu-lost": re.compile(r"Unable to determine the device handle for GPU|GPU is lost", re.I),
+    "nvml-unknown-error": re.compile(r"Failed to initialize NVML: Unknown Error", re.I),
     "nvml-failed": re.compile(r"Failed to initialize NVML", re.I),
 }
 FAILURE_MEANING = {
@@ -59,6 +65,8 @@ FAILURE_MEANING = {
                                "(typically a driver upgrade without a reboot)",
     "insufficient-permissions": "this user (or container) may not open the GPU device nodes",
     "no-devices": "the driver is loaded but initialised no GPU",
+    "gpu-lost": "a GPU stopped answering the driver (fallen off the bus, Xid 79)",
+    "nvml-unknown-error": "NVML failed with Unknown Error (in a container: its GPU device access was lost)",
     "nvml-failed": "NVML did not start",
 }
 # Lines nvidia-smi prints instead of query rows: an unknown field (old drivers), bad arguments.
@@ -83,6 +91,8 @@ class SmiGpu:
     utilization_percent: int | None = None
     uuid: str | None = None
     compute_capability: tuple[int, int] | None = None  # only the query shows it (driver 510 and newer)
+    architecture: str | None = None  # `-q`'s Product Architecture (Hopper, Ada Lovelace, ...)
+    mig_mode: str | None = None  # Enabled / Disabled (table's MIG M., -q, mig.mode.current); None: not said
 
 
 @dataclass(frozen=True)
@@ -154,6 +164,8 @@ def _parse_gpu_rows(lines: list[str]) -> list[SmiGpu]:
         following = lines[number + 1] if number + 1 < len(lines) else ""
         memory = _MEMORY.search(following)
         utilization = _UTILIZATION.search(following)
+        third = lines[number + 2] if number + 2 < len(lines) else ""
+        mig = _MIG_MODE_CELL.search(third.strip()) if not _GPU_ROW.match(third.strip()) else None
         gpus.append(
             SmiGpu(
                 index=int(row.group("index")),
@@ -162,28 +174,34 @@ def _parse_gpu_rows(lines: list[str]) -> list[SmiGpu]:
                 memory_used_mib=int(memory.group(1)) if memory else None,
                 memory_total_mib=int(memory.group(2)) if memory else None,
                 utilization_percent=int(utilization.group(1)) if utilization else None,
+                mig_mode=_mig_mode(mig.group(1) if mig else None),
             )
         )
     return gpus
 
 
+def _mig_mode(value: str | None) -> str | None:
+    return value if value in ("Enabled", "Disabled") else None
+
+
 def _parse_q_gpus(lines: list[str]) -> list[SmiGpu]:
-    """GPUs of `nvidia-smi -q`: bus id, product name, UUID and frame-buffer memory, in listing order."""
+    """GPUs of `nvidia-smi -q`: bus id, product name, UUID, architecture, MIG mode and frame-buffer memory."""
     found: list[dict[str, object]] = []
-    in_fb = False
+    in_fb = in_mig = False
     for line in lines:
         opened = _Q_GPU.match(line)
         if opened:
             found.append({"bus": opened.group(1)})
-            in_fb = False
+            in_fb = in_mig = False
             continue
         if not found:
             continue
         current = found[-1]
         named = _Q_FIELD.match(line)
         if named:
-            current["name" if named.group(1) == "Product Name" else "uuid"] = named.group(2)
+            current[_Q_KEYS[named.group(1)]] = named.group(2)
         stripped = line.strip()
+        in_mig = _q_mig_mode(line, in_mig, current)
         if stripped.endswith("Memory Usage"):
             in_fb = stripped.startswith("FB")
             continue
@@ -195,8 +213,22 @@ def _parse_q_gpus(lines: list[str]) -> list[SmiGpu]:
                 current["used"] = int(used.group(1))
     return [SmiGpu(index=index, name=str(gpu.get("name") or ""), bus_id=str(gpu["bus"]),
                    memory_used_mib=gpu.get("used"), memory_total_mib=gpu.get("total"),  # type: ignore[arg-type]
-                   uuid=gpu.get("uuid"))  # type: ignore[arg-type]
+                   uuid=gpu.get("uuid"), architecture=gpu.get("architecture"),  # type: ignore[arg-type]
+                   mig_mode=gpu.get("mig"))  # type: ignore[arg-type]
             for index, gpu in enumerate(found) if gpu.get("name")]
+
+
+def _q_mig_mode(line: str, in_mig: bool, current: dict[str, object]) -> bool:
+    """Whether the next line is inside `MIG Mode`; its `Current` line (the block's first; Pending follows) kept."""
+    if line.strip() == "MIG Mode":
+        return True
+    mode = _Q_CURRENT.match(line) if in_mig else None
+    if mode:
+        current["mig"] = _mig_mode(mode.group(1))
+    return False
+
+
+_Q_KEYS = {"Product Name": "name", "GPU UUID": "uuid", "Product Architecture": "architecture"}
 
 
 def _parse_process_rows(lines: list[str]) -> list[SmiProcess]:
@@ -268,6 +300,7 @@ def gpus_from_query(rows: list[dict[str, str | None]]) -> list[SmiGpu]:
             utilization_percent=_int(row.get("utilization.gpu")),
             uuid=row.get("uuid") or row.get("gpu_uuid"),
             compute_capability=_capability(row.get("compute_cap")),
+            mig_mode=_mig_mode(row.get("mig.mode.current")),
         ))
     return gpus
 

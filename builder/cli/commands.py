@@ -363,7 +363,8 @@ def doctor(spec: Path | None, save_to: Path | None, fleet_files: tuple[Path, ...
         reports.print_table("host", ["fact", "value"], report.host_rows())
         if report.host.gpus:
             reports.print_table("GPUs, most free memory first",
-                                ["index", "name", "arch", "free", "total", "util", "UUID / bus"], report.gpu_rows())
+                                ["index", "name", "arch", "MIG", "free", "total", "util", "UUID / bus"],
+                                report.gpu_rows())
         if report.process_rows():
             reports.print_table("GPU processes", ["GPU", "PID", "name", "memory"], report.process_rows())
         problems = report.problem_rows()

@@ -9,22 +9,46 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from builder import proc
 from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address, engine_failures
-from builder.findings import Finding, Severity, sort_findings
+from builder.findings import Finding, sort_findings
 from builder.gpu_access import GpuAccess, engine_gpu_access
+from builder.host.arch_check import arch_findings, at_least, full_driver, indices, unsupported_gpu_findings
+from builder.host.capability import WHAT_WOULD_TELL
+from builder.host.checks import (
+    ARCH_NOT_IN_BUILD,
+    FAIL,
+    INFO,
+    MINOR_COMPAT,
+    MISSING,
+    NEEDS_FIX,
+    NEEDS_NEWER_DRIVER,
+    NO_GPU,
+    OK,
+    RUNS,
+    UNDECIDED,
+    UNKNOWN,
+    VERDICT_LEVEL,
+    WARNING,
+    HostCheck,
+)
+from builder.host.driver_failures import driver_failure, gpus_unknown
 from builder.host.gpuinfo import GpuInfo, read_host_gpus
+from builder.host.mig import mig_findings, mig_words
 from builder.specs.compat import CompatData, load_compat, version_tuple
 from builder.specs.cuda import CudaVersion, cuda_json, cuda_or_cpu
 from builder.specs.target import Target
-from smoke.compat import arch_coverage
 from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess
+
+# The words and levels live in checks.py; they are doctor's vocabulary, so they are importable from here too.
+__all__ = ["ARCH_NOT_IN_BUILD", "FAIL", "INFO", "MINOR_COMPAT", "MISSING", "NEEDS_FIX", "NEEDS_NEWER_DRIVER", "NO_GPU",
+           "OK", "RUNS", "UNDECIDED", "UNKNOWN", "VERDICT_LEVEL", "WARNING", "DoctorReport", "EngineFacts",
+           "HostCheck", "HostFacts", "TargetVerdict", "diagnose", "gather_host_facts", "judge_targets"]
 
 ENGINE_TIMEOUT_S = 10.0
 TOOL_TIMEOUT_S = 10.0
@@ -35,21 +59,6 @@ CONTAINER_TOOLKIT = ("nvidia-ctk", "nvidia-container-cli", "nvidia-container-run
 TOOLKIT_FIX = (
     "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker` and restart the engine"
 )
-
-# Check levels. Only "fail" checks of a target make `envbuild doctor` exit 1.
-OK, INFO, WARNING, MISSING, FAIL = "ok", "info", "warning", "missing", "fail"
-NEEDS_FIX = (WARNING, MISSING, FAIL)
-
-# Target verdicts, in the words the table prints.
-RUNS = "runs"
-MINOR_COMPAT = "runs under minor-version compatibility"
-NEEDS_NEWER_DRIVER = "needs a newer driver"
-ARCH_NOT_IN_BUILD = "GPU architecture not in this build"
-NO_GPU = "no GPU here"
-UNKNOWN = "unknown"
-VERDICT_LEVEL = {RUNS: OK, MINOR_COMPAT: WARNING, NEEDS_NEWER_DRIVER: FAIL, ARCH_NOT_IN_BUILD: FAIL,
-                 NO_GPU: MISSING, UNKNOWN: INFO}
-
 
 @dataclass(frozen=True)
 class EngineFacts:
@@ -99,35 +108,6 @@ class HostFacts:
             "cuda_visible_devices": self.cuda_visible_devices,
             "cuda_device_order": self.cuda_device_order,
         }
-
-
-# Doctor's five levels in the shared severities: "ok" lines are context, a missing part deserves a look.
-SEVERITY = {OK: Severity.INFO, INFO: Severity.INFO, WARNING: Severity.WARNING, MISSING: Severity.WARNING,
-            FAIL: Severity.ERROR}
-
-
-@dataclass(frozen=True)
-class HostCheck:
-    """One line of doctor's report, good news included ("ok"); `as_finding()` is the shared `Finding`."""
-
-    level: str
-    subject: str
-    message: str
-    fix: str | None = None
-
-    @property
-    def rule(self) -> str:
-        return "doctor." + re.sub(r"[^a-z0-9]+", "-", self.subject.lower()).strip("-")
-
-    @property
-    def severity(self) -> Severity:
-        return SEVERITY[self.level]
-
-    def as_finding(self) -> Finding:
-        return Finding(self.rule, self.severity, self.message, self.fix, details={"level": self.level})
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "rule": self.rule, "severity": self.severity.value}
 
 
 @dataclass(frozen=True)
@@ -196,8 +176,9 @@ class DoctorReport:
         ]
 
     def gpu_rows(self) -> list[list[str]]:
-        return [[str(gpu.index), gpu.name, gpu.sm or "?", _gib(gpu.memory_free), _gib(gpu.memory_total),
-                 "?" if gpu.utilization is None else f"{gpu.utilization}%", gpu.uuid or gpu.bus_id or ""]
+        return [[str(gpu.index), gpu.name, _arch_words(gpu), mig_words(gpu), _gib(gpu.memory_free),
+                 _gib(gpu.memory_total), "?" if gpu.utilization is None else f"{gpu.utilization}%",
+                 gpu.uuid or gpu.bus_id or ""]
                 for gpu in self.host.gpus]
 
     def process_rows(self) -> list[list[str]]:
@@ -216,6 +197,14 @@ class DoctorReport:
                          "; ".join(f.message for f in worth),
                          "; ".join(dict.fromkeys(f.fix for f in worth if f.fix))])
         return rows
+
+
+def _arch_words(gpu: GpuInfo) -> str:
+    if gpu.sm is not None:
+        return gpu.sm if gpu.capability_source in (None, "driver") else f"{gpu.sm} ({gpu.capability_source})"
+    if gpu.candidates:
+        return "/".join(f"sm_{major}{minor}" for major, minor in gpu.candidates) + f" ({gpu.capability_source})"
+    return "unknown"
 
 
 def _unset_or(value: str | None, unset: str = "unset") -> str:
@@ -307,8 +296,9 @@ def diagnose(facts: HostFacts, targets: list[Target] | tuple[Target, ...] = (),
 
 
 def host_findings(facts: HostFacts) -> list[HostCheck]:
-    return [*_engine_findings(facts), *_driver_findings(facts), *_toolkit_findings(facts),
-            *_visibility_findings(facts), *[HostCheck(*a.as_check()) for a in [facts.engine.gpu_access] if a]]
+    return [*_engine_findings(facts), *_driver_findings(facts), *unsupported_gpu_findings(facts.gpus, load_compat()),
+            *mig_findings(facts.gpus), *_toolkit_findings(facts), *_visibility_findings(facts),
+            *[HostCheck(*a.as_check()) for a in [facts.engine.gpu_access] if a]]
 
 
 def _engine_findings(facts: HostFacts) -> list[HostCheck]:
@@ -322,26 +312,10 @@ def _engine_findings(facts: HostFacts) -> list[HostCheck]:
     return [HostCheck(OK, "Docker engine", f"Docker {engine.version} answers at {engine.address}")]
 
 
-# What to do about each way nvidia-smi says it cannot read the GPUs (smoke.nvsmi.FAILURES).
-SMI_FAILURE_FIX = {
-    "no-driver": "install the NVIDIA driver (WSL2: the Windows driver only; a container: start it with `--gpus all`)",
-    "driver-library-mismatch": "reboot, or reload the nvidia kernel modules, so the module matches the driver's "
-                               "libraries",
-    "insufficient-permissions": "give this user access to /dev/nvidia* (rootless containers: generate a CDI spec "
-                                "with `nvidia-ctk cdi generate`)",
-    "no-devices": "see `dmesg | grep NVRM`: the driver initialised no GPU (a GPU this driver does not support, "
-                  "BIOS settings, or MIG mode without instances)",
-    "nvml-failed": "see `dmesg | grep NVRM` and reinstall the NVIDIA driver",
-}
-
-
 def _driver_findings(facts: HostFacts) -> list[HostCheck]:
     driver = facts.driver
     if not facts.has_driver:
-        why = "; ".join(driver.notes) or "neither NVML nor nvidia-smi answered"
-        fix = SMI_FAILURE_FIX.get(driver.smi_failure or "",
-                                  "CPU targets run here; for CUDA targets install the NVIDIA driver or use a GPU host")
-        return [HostCheck(MISSING, "NVIDIA driver", f"no NVIDIA driver answered ({why})", fix)]
+        return [driver_failure(driver)]
     if driver.cuda is None:
         findings = [HostCheck(INFO, "NVIDIA driver", f"driver {driver.driver_version} does not report its CUDA "
                                                    "version; verdicts use the driver version alone")]
@@ -353,11 +327,11 @@ def _driver_findings(facts: HostFacts) -> list[HostCheck]:
     if not facts.gpus:
         findings.append(HostCheck(MISSING, "GPUs", "the driver answers but lists no GPU",
                                 "check `nvidia-smi` (in a container: start it with `--gpus all`)"))
-    unknown = [gpu for gpu in facts.gpus if gpu.capability is None]
+    unknown = [gpu for gpu in facts.gpus if gpu.capability is None and not gpu.candidates]
     if unknown:
-        findings.append(HostCheck(INFO, "GPUs", f"GPU {_indices(unknown)}: compute capability unknown (NVML did not "
-                                              "answer; nvidia-smi's table does not show it and drivers before 510 "
-                                              "cannot be asked): arch lists not checked"))
+        findings.append(HostCheck(UNDECIDED, "GPUs", f"GPU {indices(unknown)}: compute capability unknown (the driver "
+                                                   "did not state it, and neither the model name nor an architecture "
+                                                   "tells it): arch verdicts are unknown", f"{WHAT_WOULD_TELL} tells"))
     return findings
 
 
@@ -415,35 +389,46 @@ def _judge(facts: HostFacts, target: Target, targets: list[Target],
     if target.cuda is None:
         return verdict(RUNS, HostCheck(OK, "build", "CPU build: needs no GPU or driver"))
     if not facts.has_driver:
-        return verdict(NO_GPU, HostCheck(
-            MISSING, "driver", f"no NVIDIA driver here: the CUDA {target.cuda} build runs on the CPU only",
-            f"run it on a GPU host with driver >= {target.min_driver} (>= {_full_driver(target)} "
-            "without minor-version compatibility)"))
+        return _without_driver(facts, target)
     driver_word, driver_finding = drivers[target.key]
     if driver_word == NEEDS_NEWER_DRIVER:
         alternatives = _runnable_alternatives(target, drivers)
         if alternatives:
             driver_finding = HostCheck(driver_finding.level, driver_finding.subject, driver_finding.message,
                                      f"{driver_finding.fix}, or use target {alternatives}")
-    arch_findings = _arch_findings(facts.gpus, target, targets, drivers, driver_word, compat, facts.driver)
-    arch_missing = any(f.level == FAIL for f in arch_findings)
+    archs = arch_findings(facts.gpus, target, targets, drivers, driver_word, compat, facts.driver)
+    arch_missing = any(f.level == FAIL for f in archs)
     if driver_word == NEEDS_NEWER_DRIVER and arch_missing:
         # A newer driver cannot add kernels the build lacks (a Pascal/Volta GPU and a CUDA 13 build):
         # telling the user to update would send them the wrong way.
         driver_finding = HostCheck(INFO, driver_finding.subject,
                                    f"{driver_finding.message}; a newer driver would not help, the build has no "
                                    "kernels for this GPU")
-        return verdict(ARCH_NOT_IN_BUILD, driver_finding, *arch_findings)
-    findings = (driver_finding, *arch_findings)
+        return verdict(ARCH_NOT_IN_BUILD, driver_finding, *archs)
+    findings = (driver_finding, *archs)
     if driver_word == NEEDS_NEWER_DRIVER:
         return verdict(NEEDS_NEWER_DRIVER, *findings)
-    if any(f.level == FAIL for f in arch_findings):
+    if arch_missing:
         return verdict(ARCH_NOT_IN_BUILD, *findings)
+    if any(f.level == UNDECIDED for f in archs):
+        return verdict(UNKNOWN, *findings)  # never "runs" for a GPU whose kernels nobody checked
     return verdict(driver_word, *findings)
 
 
-def _full_driver(target: Target) -> str:
-    return target.toolkit.full_compat_driver if target.toolkit else "?"
+def _without_driver(facts: HostFacts, target: Target) -> TargetVerdict:
+    """No driver answered: no GPU here when none is loaded, unknown when one is there and broke."""
+    assert target.cuda is not None
+    if gpus_unknown(facts.driver):
+        word, check = UNKNOWN, HostCheck(
+            UNDECIDED, "driver", f"the driver did not answer (nvidia-smi: {facts.driver.smi_failure}), so whether the "
+            f"CUDA {target.cuda} build runs here is unknown", "fix the NVIDIA driver problem above, then run "
+            "`envbuild doctor` again")
+    else:
+        word, check = NO_GPU, HostCheck(
+            MISSING, "driver", f"no NVIDIA driver here: the CUDA {target.cuda} build runs on the CPU only",
+            f"run it on a GPU host with driver >= {target.min_driver} (>= {full_driver(target)} "
+            "without minor-version compatibility)")
+    return TargetVerdict(target.key, target.torch, target.cuda, target.route.value, word, (check,))
 
 
 def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, HostCheck]:
@@ -455,14 +440,14 @@ def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, HostChe
     """
     cuda = target.cuda
     assert cuda is not None  # a CPU build needs no driver
-    full, minimum = _full_driver(target), target.min_driver
+    full, minimum = full_driver(target), target.min_driver
     version = driver.driver_version
     says = f"driver {version or '(version unknown)'}" + (f" (CUDA {driver.cuda_text})" if driver.cuda else "")
     supported = CudaVersion(*driver.cuda) if driver.cuda is not None else None
-    if (supported is not None and supported >= cuda) or (version and _at_least(version, full)):
+    if (supported is not None and supported >= cuda) or (version and at_least(version, full)):
         return RUNS, HostCheck(OK, "driver", f"{says} runs CUDA {cuda} builds")
     if version and minimum:
-        minor_ok = _at_least(version, minimum)
+        minor_ok = at_least(version, minimum)
     else:
         minor_ok = supported is not None and supported.major == cuda.major
     if minor_ok:
@@ -479,10 +464,6 @@ def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, HostChe
                                        f"update the NVIDIA driver to >= {minimum} (>= {full} for full compatibility)")
 
 
-def _at_least(version: str, wanted: str) -> bool:
-    return version_tuple(version) >= version_tuple(wanted)
-
-
 def _runnable_alternatives(target: Target, drivers: dict[str, tuple[str, HostCheck]]) -> str:
     """The spec's other CUDA targets this driver runs: the newest that runs fully, the newest under minor-version."""
     choices = []
@@ -493,74 +474,3 @@ def _runnable_alternatives(target: Target, drivers: dict[str, tuple[str, HostChe
     return ", or ".join(choices)
 
 
-def _arch_findings(gpus: tuple[GpuInfo, ...], target: Target, targets: list[Target],
-                   drivers: dict[str, tuple[str, HostCheck]], driver_word: str, compat: CompatData,
-                   driver: DriverReading | None = None) -> list[HostCheck]:
-    if not any(gpu.capability for gpu in gpus):
-        return []  # no GPU, or none whose capability is known (a host finding says so)
-    if not target.archs:
-        return [HostCheck(INFO, "archs",
-                          f"no arch list for this build in envbuild's data (route {target.route.value}): "
-                                       "the image's smoke check gpu.arch_in_build checks it")]
-    findings = []
-    for (name, capability), group in _same_gpus(gpus).items():
-        coverage = arch_coverage(target.archs, capability)
-        which = f"GPU {_indices(group)} ({name}, {group[0].sm})"
-        if not coverage.covered:
-            findings.append(HostCheck(
-                FAIL, "archs",
-                f"{which} is not in torch {target.torch}'s CUDA {target.cuda} build ({' '.join(target.archs)}): "
-                "'no kernel image is available for execution on the device'",
-                _arch_fix(capability, group[0].sm or "", target, targets, drivers, compat, driver)))
-        elif coverage.how == "ptx-jit" and driver_word == MINOR_COMPAT:
-            findings.append(HostCheck(
-                FAIL, "archs",
-                f"{which} has only {coverage.entry} PTX in this build, and PTX JIT does not work under "
-                "minor-version compatibility",
-                f"update the NVIDIA driver to >= {_full_driver(target)}"))
-        elif coverage.how == "ptx-jit":
-            findings.append(HostCheck(INFO, "archs", f"{which}: {coverage.message}"))
-        else:
-            findings.append(HostCheck(OK, "archs", f"{which}: {coverage.message}"))
-    return findings
-
-
-def _driver_runs(driver: DriverReading | None, cuda: CudaVersion, compat: CompatData) -> bool:
-    if driver is None or (driver.cuda is None and driver.driver_version is None):
-        return True  # nothing known about the driver: no reason to rule the build out
-    if driver.cuda is not None:
-        return cuda <= CudaVersion(*driver.cuda)
-    toolkit = compat.toolkit(cuda)
-    return toolkit is None or _at_least(driver.driver_version or "0", toolkit.full_compat_driver)
-
-
-def _same_gpus(gpus: tuple[GpuInfo, ...]) -> dict[tuple[str, tuple[int, int]], list[GpuInfo]]:
-    groups: dict[tuple[str, tuple[int, int]], list[GpuInfo]] = {}
-    for gpu in sorted(gpus, key=lambda g: g.index):
-        if gpu.capability is not None:
-            groups.setdefault((gpu.name, gpu.capability), []).append(gpu)
-    return groups
-
-
-def _indices(gpus: list[GpuInfo]) -> str:
-    return ",".join(str(gpu.index) for gpu in sorted(gpus, key=lambda g: g.index))
-
-
-def _arch_fix(capability: tuple[int, int], sm: str, target: Target, targets: list[Target],
-              drivers: dict[str, tuple[str, HostCheck]], compat: CompatData,
-              driver: DriverReading | None = None) -> str:
-    """Another target of the spec with kernels for this GPU, else the build in the data that has them."""
-    covering = [t.key for t in targets if t.cuda and t.key != target.key and t.archs
-                and arch_coverage(t.archs, capability).covered
-                and drivers.get(t.key, (RUNS, None))[0] != NEEDS_NEWER_DRIVER]
-    if covering:
-        return f"use target {covering[0]} (its build has {sm} kernels)"
-    # Only released torch (not a projection) and a CUDA this host's driver runs.
-    builds = [(release.line, cuda) for release in compat.releases() if release.confidence != "projected"
-              for cuda in sorted(release.archs)
-              if arch_coverage(release.archs[cuda], capability).covered and _driver_runs(driver, cuda, compat)]
-    if not builds:
-        return f"no torch build in envbuild's data has {sm} kernels: build torch from source for it"
-    same_line = [build for build in builds if build[0] == target.release.line]
-    line, cuda = (same_line or builds)[-1]
-    return f"add a target with torch {line} and CUDA {cuda} (official wheels with {sm} kernels)"

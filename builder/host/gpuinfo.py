@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from builder.host.capability import read_capability
+from builder.specs.gpus import architecture_name
 from smoke.driver import DriverReading, read_driver
 from smoke.nvml import nvml_session
 from smoke.nvsmi import SmiGpu, SmiProcess
@@ -28,17 +30,34 @@ class GpuInfo:
     memory_free: int | None = None  # bytes
     memory_total: int | None = None  # bytes
     utilization: int | None = None  # percent of time a kernel ran over the last sample period
+    # Where the capability came from (driver, model name, architecture NAME; None: unknown), and every
+    # capability the GPU may have when only its architecture is known (Ampere: 8.0, 8.6 or 8.7).
+    capability_source: str | None = None
+    candidates: tuple[tuple[int, int], ...] = ()
+    architecture: str | None = None
+    mig_mode: str | None = None  # "Enabled" / "Disabled"; None: not said (or the GPU has no MIG)
 
     @property
     def sm(self) -> str | None:
         return None if self.capability is None else f"sm_{self.capability[0]}{self.capability[1]}"
+
+    @property
+    def possible(self) -> tuple[tuple[int, int], ...]:
+        """Every capability this GPU may have: the known one, an architecture's several, or none (unknown)."""
+        return (self.capability,) if self.capability is not None else self.candidates
+
+    @property
+    def mig_enabled(self) -> bool:
+        return self.mig_mode == "Enabled"
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "index": self.index, "name": self.name, "uuid": self.uuid, "bus_id": self.bus_id,
             "capability": None if self.capability is None else f"{self.capability[0]}.{self.capability[1]}",
             "memory_free": self.memory_free, "memory_total": self.memory_total,
-            "utilization": self.utilization,
+            "utilization": self.utilization, "capability_source": self.capability_source,
+            "capability_candidates": [f"{major}.{minor}" for major, minor in self.candidates],
+            "architecture": self.architecture, "mig_mode": self.mig_mode,
         }
 
 
@@ -67,6 +86,9 @@ def _device_snapshot(pynvml: Any, index: int) -> dict[str, Any]:
     memory = answer(pynvml.nvmlDeviceGetMemoryInfo, handle)
     pci = answer(pynvml.nvmlDeviceGetPciInfo, handle)
     utilization = answer(pynvml.nvmlDeviceGetUtilizationRates, handle)
+    # Older nvidia-ml-py lacks these calls: their facts are then unknown.
+    architecture = answer(getattr(pynvml, "nvmlDeviceGetArchitecture", _absent), handle)
+    mig = answer(getattr(pynvml, "nvmlDeviceGetMigMode", _absent), handle)
     return {
         "index": index,
         "name": pynvml.nvmlDeviceGetName(handle),
@@ -75,10 +97,16 @@ def _device_snapshot(pynvml: Any, index: int) -> dict[str, Any]:
         "cuda_compute_capability": answer(pynvml.nvmlDeviceGetCudaComputeCapability, handle),
         "memory": None if memory is None else {"free": memory.free, "total": memory.total},
         "utilization_gpu": None if utilization is None else utilization.gpu,
+        "architecture": architecture,
+        "mig_mode": None if mig is None else ("Enabled" if mig[0] == 1 else "Disabled"),
         "processes": [{"pid": process.pid, "used_memory": process.usedGpuMemory,
                        "name": answer(pynvml.nvmlSystemGetProcessName, process.pid)}
                       for process in answer(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []],
     }
+
+
+def _absent(*_: Any) -> None:
+    return None
 
 
 def _text(value: Any) -> str | None:
@@ -93,12 +121,16 @@ def gpus_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[GpuInfo]:
         memory = device.get("memory") or {}
         capability = device.get("cuda_compute_capability")
         utilization = device.get("utilization_gpu")
+        name = _text(device["name"]) or ""
+        architecture = None if device.get("architecture") is None else architecture_name(device["architecture"])
+        known = read_capability((int(capability[0]), int(capability[1])) if capability else None, name, architecture)
         gpus.append(GpuInfo(
             index=int(device["index"]),
-            name=_text(device["name"]) or "",
+            name=name,
             uuid=_text(device.get("uuid")),
             bus_id=_text(device.get("pci_bus_id")),
-            capability=(int(capability[0]), int(capability[1])) if capability else None,
+            capability=known.capability, capability_source=known.source, candidates=known.candidates,
+            architecture=architecture, mig_mode=device.get("mig_mode"),
             memory_free=None if memory.get("free") is None else int(memory["free"]),
             memory_total=None if memory.get("total") is None else int(memory["total"]),
             utilization=None if utilization is None else int(utilization),
@@ -111,12 +143,14 @@ def gpus_from_smi(rows: Iterable[SmiGpu]) -> list[GpuInfo]:
     gpus = []
     for row in rows:
         total, used = row.memory_total_mib, row.memory_used_mib
+        known = read_capability(row.compute_capability, row.name, row.architecture)
         gpus.append(GpuInfo(
             index=row.index,
             name=row.name,
             uuid=row.uuid,
             bus_id=row.bus_id,
-            capability=row.compute_capability,
+            capability=known.capability, capability_source=known.source, candidates=known.candidates,
+            architecture=row.architecture, mig_mode=row.mig_mode,
             memory_free=(total - used) * MIB if total is not None and used is not None else None,
             memory_total=row.memory_total_mib * MIB if row.memory_total_mib is not None else None,
             utilization=row.utilization_percent,

@@ -6,6 +6,7 @@ No other envbuild module is imported here, so the spec model can validate fleet 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
@@ -58,3 +59,58 @@ def capability_of(entry: str) -> tuple[int, int] | None:
 
 def sm_name(capability: tuple[int, int]) -> str:
     return f"sm_{capability[0]}{capability[1]}"
+
+
+@dataclass(frozen=True)
+class SupportEnded:
+    """Where support for an old architecture ended (`builder/data/gpu_architectures.yaml`)."""
+
+    architecture: str
+    last_cuda: str
+    last_driver_branch: str
+
+
+@lru_cache(maxsize=1)
+def _architecture_data() -> dict[str, object]:
+    text = resources.files("builder").joinpath("data/gpu_architectures.yaml").read_text(encoding="utf-8")
+    data: dict[str, object] = yaml.safe_load(text)
+    return data
+
+
+@lru_cache(maxsize=1)
+def _architectures() -> dict[str, tuple[tuple[int, int], ...]]:
+    table: dict[str, tuple[tuple[int, int], ...]] = {}
+    raw = _architecture_data()["architectures"]
+    assert isinstance(raw, dict)
+    for name, entry in raw.items():
+        capabilities = tuple(parse_capability(str(text)) for text in entry["capabilities"])
+        for alias in (name, *entry.get("also", ()), *([str(entry["nvml"])] if "nvml" in entry else [])):
+            table[str(alias).casefold()] = capabilities
+    return table
+
+
+def architecture_name(value: str | int) -> str:
+    """An architecture as nvidia-smi names it: NVML's number (9) or an alias (Ada) to its name; else as given."""
+    raw = _architecture_data()["architectures"]
+    assert isinstance(raw, dict)
+    wanted = str(value).strip().casefold()
+    for name, entry in raw.items():
+        if wanted in {name.casefold(), *(str(a).casefold() for a in entry.get("also", ())), str(entry.get("nvml"))}:
+            return str(name)
+    return str(value)
+
+
+def capabilities_of_architecture(name: str | int) -> tuple[tuple[int, int], ...]:
+    """The compute capabilities an architecture (`Hopper`, `Ada Lovelace`, NVML's number 9) may have; empty when
+    the name is not in the data. One capability tells it; several say the architecture alone does not."""
+    return _architectures().get(str(name).strip().casefold(), ())
+
+
+def support_ended(capability: tuple[int, int]) -> SupportEnded | None:
+    """The end of support of the architecture of `capability` when no current CUDA toolkit compiles for it."""
+    entries = _architecture_data()["support_ended"]
+    assert isinstance(entries, list)
+    for entry in entries:
+        if capability < parse_capability(str(entry["below"])):
+            return SupportEnded(str(entry["architecture"]), str(entry["last_cuda"]), str(entry["last_driver_branch"]))
+    return None

@@ -5,7 +5,7 @@ the facts a log states."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -42,7 +42,7 @@ class Family:
 
     def catalogue_row(self) -> dict[str, Any]:
         row: dict[str, Any] = {"id": self.id, "severity": self.severity.value, "source": self.source,
-                               "templates": [template.text for template in self.templates]}
+                               "templates": [_said(template) for template in self.templates]}
         tables = load_code_tables()
         if self.codes:
             row["codes"] = f"every {self.codes} without a family of its own"
@@ -51,6 +51,12 @@ class Family:
         if own:
             row["codes_of_its_own"] = own
         return row
+
+
+def _said(template: Template) -> str:
+    if not template.only_with:
+        return template.text
+    return f"{template.text} (only with: {' | '.join(other.text for other in template.only_with)})"
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ def load_explain_data() -> ExplainData:
         families.append(Family(
             id=entry["id"], severity=Severity(entry.get("severity", "error")),
             source=_source(sources, entry["source"], entry["id"]),
-            templates=tuple(compile_template(text, ignore_case) for text in entry.get("templates") or ()),
+            templates=tuple(_template(value, ignore_case) for value in entry.get("templates") or ()),
             message=entry["message"], fix=entry["fix"], extras=extras, codes=entry.get("codes"),
             causes=causes, refine=bool(entry.get("refine", False))))
     facts = []
@@ -107,6 +113,14 @@ def load_explain_data() -> ExplainData:
                                      ignore_case, pattern["how"], pattern.get("convert"), pattern.get("value"),
                                      pattern.get("near"), int(pattern.get("lines", 1))))
     return ExplainData(sources, tuple(families), tuple(facts))
+
+
+def _template(value: str | dict[str, Any], ignore_case: bool) -> Template:
+    """A template as text, or as `{text: ..., only_with: [...]}`: counted only in a log holding one of those."""
+    if isinstance(value, str):
+        return compile_template(value, ignore_case)
+    template = compile_template(value["text"], ignore_case)
+    return replace(template, only_with=tuple(compile_template(text, True) for text in _listed(value["only_with"])))
 
 
 def _listed(value: Any) -> list[str]:

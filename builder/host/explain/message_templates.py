@@ -51,9 +51,14 @@ class Template:
     # The template's most distinctive single word: searched when the needle is not in the log at all,
     # since a pasted log may wrap a long message anywhere (`... to compile\nPyTorch (11.3)`).
     word: str | None = None
+    # The template counts only in a log that also holds one of these (`Invalid device id` is DataParallel's
+    # when its traceback passes through data_parallel.py).
+    only_with: tuple[Template, ...] = ()
 
     def matches(self, log: LogText) -> Iterator[re.Match[str]]:
         """Every match in the log, in order (at most one per window)."""
+        if self.only_with and not any(other.first(log) is not None for other in self.only_with):
+            return
         if log.first_at(self.needle, self.ignore_case) != -1:
             windows = log.windows(self.needle, self.ignore_case)
         elif self.word and len(log.text) <= WRAPPED_TEXT_CHARS:

@@ -93,6 +93,8 @@ EXAMPLES = {
     "explain.nccl.watchdog-timeout": "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
                                      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600013 "
                                      "milliseconds before timing out.",
+    "explain.distributed.collective-timeout": "RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in "
+                                              "5000 ms",
     "explain.distributed.store-timeout": "torch.distributed.DistNetworkError: The client socket has timed out after "
                                          "600000ms while trying to connect to (10.0.0.1, 29500).",
     "explain.nccl.error": "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote "

@@ -334,3 +334,63 @@ def test_cli_binary_input_is_one_line(tmp_path: Path):
     done = CliRunner().invoke(cli, ["explain", "--no-host", str(garbage)])
     assert done.exit_code == 1
     assert len(done.output.strip().splitlines()) == 1 and done.output.startswith("not a text log")
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    # adaption.h today (torch 2.11 prints it), before, and in 1.9 (with its typo); TensorIterator without method
+    ("RuntimeError: Expected all tensors to be on the same device, but got index is on cuda:1, different from other "
+     "tensors on cuda:0 (when checking argument in method wrapper_CUDA__index_select)", "(cuda:0 and cuda:1): index"),
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:0! "
+     "(when checking argument for argument mat1 in method wrapper_addmm)", "(cpu and cuda:0): mat1 is on cuda:0"),
+    ("RuntimeError: Expected all tensors to be on the same common device, but found at least two devices, cuda:0 "
+     "and cpu! (when checking arugment for argument target in method wrapper_nll_loss_forward)", "target is on cpu"),
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+     "(cuda:0 and cpu)"),
+    ("RuntimeError: Expected tensor for argument #1 'input' to have the same device as tensor for argument #2 "
+     "'weight'; but device 1 does not equal 0 (while checking arguments for cudnn_convolution)", "(0 and 1)"),
+    ("RuntimeError: Tensor for argument #2 'mat1' is on CPU, but expected it to be on GPU (while checking arguments "
+     "for addmm)", "(GPU and CPU): 'mat1' is on CPU"),
+    ("RuntimeError: Expected object of device type cuda but got device type cpu for argument #1 'self' in call to "
+     "_th_index_select", "(cuda and cpu)"),
+    ("RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+     "different devices"),
+    ("RuntimeError: indices should be either on cpu or on the same device as the indexed tensor (cpu)",
+     "different devices"),
+])
+def test_every_form_of_the_device_check_is_one_family(line: str, said: str):
+    finding = first(line)
+    assert finding.rule == "explain.torch.device-mismatch"
+    assert said in finding.message, finding.message
+
+
+def test_a_dtype_mismatch_is_not_a_device_mismatch():
+    report = explain_text("RuntimeError: Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) "
+                          "should be the same")
+    assert "explain.torch.device-mismatch" not in [finding.rule for finding in report.findings]
+
+
+def test_invalid_device_id_is_dataparallels_only_through_data_parallel():
+    tail = ('  File "torch/cuda/__init__.py", line 689, in get_device_properties\n'
+            '    raise AssertionError("Invalid device id")\nAssertionError: Invalid device id\n')
+    through = ('  File "site-packages/torch/nn/parallel/data_parallel.py", line 168, in __init__\n'
+               "    _check_balance(self.device_ids)\n")
+    assert first(through + tail).rule == "explain.dataparallel.device-ids"
+    assert "device_ids" in first(through + tail).message
+    assert first(tail).rule == "explain.cuda.invalid-device-ordinal"
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: [gloo/transport/tcp/unbound_buffer.cc:133] Timed out waiting 1800000ms for send operation to "
+    "complete",
+    "RuntimeError: [gloo/transport/uv/unbound_buffer.cc:67] Timed out waiting 15000ms for recv operation to complete",
+    "[Rank 0]: Rank 3 failed to pass monitoredBarrier in 30000 ms",
+])
+def test_a_collective_one_rank_never_joined(line: str):
+    assert first(line).rule == "explain.distributed.collective-timeout"
+
+
+def test_operation_timed_out_is_a_collective_only_in_torch_distributed():
+    work = '  File "torch/distributed/distributed_c10d.py", line 2501, in all_reduce\n    work.wait()\n'
+    assert first(work + "RuntimeError: Operation timed out!").rule == "explain.distributed.collective-timeout"
+    assert "explain.distributed.collective-timeout" not in [
+        finding.rule for finding in explain_text("curl: (28) Operation timed out!").findings]

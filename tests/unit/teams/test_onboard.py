@@ -51,8 +51,8 @@ def test_the_newest_target_this_host_runs(driver, cuda, gpus, chosen: str, verdi
     choice = choose_target(targets(), host(driver, cuda, gpus), asked=False, platform="linux-64")
     assert (choice.target.key, choice.verdict) == (chosen, verdict)
     if chosen == "cpu":
-        assert choice.reason == ("no CUDA target runs here (cuda13.0, cuda12.9, cuda12.6, cuda11.8: no GPU here; "
-                                 "`envbuild doctor` says why), so the CPU target")
+        assert choice.reason == ("no CUDA target runs here (cuda13.0, cuda12.9, cuda12.6, cuda11.8: does not run (no "
+                                 "GPU here); `envbuild doctor` says why), so the CPU target")
     else:
         assert choice.reason.startswith(f"the newest CUDA target this host runs: {RUNS} (driver")
 
@@ -70,8 +70,8 @@ def test_an_asked_target_keeps_its_verdict_in_the_reason() -> None:
     choice = choose_target(targets("cuda13.0"), host("535.54.03", (12, 2), A100_PAIR), asked=True,
                            platform="linux-64")
     assert (choice.target.key, choice.verdict) == ("cuda13.0", NEEDS_NEWER_DRIVER)
-    assert choice.reason.startswith("asked for with --cuda; on this host: needs a newer driver (the driver supports "
-                                    "CUDA 12.2, so CUDA 13.0 builds cannot run")
+    assert choice.reason.startswith("asked for with --cuda; on this host: does not run (needs a newer driver) (the "
+                                    "driver supports CUDA 12.2, so CUDA 13.0 builds cannot run")
     here = choose_target(targets("cuda12.9"), host(None, None), asked=True, platform="linux-64")
     assert here.verdict == NO_GPU
 
