@@ -110,7 +110,12 @@ def choose_target(targets: Sequence[Target], facts: HostFacts, asked: bool, plat
 def _verdict_text(verdict: TargetVerdict) -> str:
     """The verdict and its first problem, else its first finding (the driver's, for CUDA targets)."""
     worth = [f for f in verdict.findings if f.level in NEEDS_FIX] or list(verdict.findings)
-    return f"{verdict.verdict} ({worth[0].message})" if worth else verdict.verdict
+    if not worth:
+        return verdict.verdict
+    # "does not run (why)" already carries its brackets: the finding follows after a colon, not a second pair.
+    if verdict.verdict.endswith(")"):
+        return f"{verdict.verdict}: {worth[0].message}"
+    return f"{verdict.verdict} ({worth[0].message})"
 
 
 def choose_for_this_host(targets: Sequence[Target], asked: bool, platform: str) -> tuple[TargetChoice, int]:

@@ -70,7 +70,7 @@ def test_an_asked_target_keeps_its_verdict_in_the_reason() -> None:
     choice = choose_target(targets("cuda13.0"), host("535.54.03", (12, 2), A100_PAIR), asked=True,
                            platform="linux-64")
     assert (choice.target.key, choice.verdict) == ("cuda13.0", NEEDS_NEWER_DRIVER)
-    assert choice.reason.startswith("asked for with --cuda; on this host: does not run (needs a newer driver) (the "
+    assert choice.reason.startswith("asked for with --cuda; on this host: does not run (needs a newer driver): the "
                                     "driver supports CUDA 12.2, so CUDA 13.0 builds cannot run")
     here = choose_target(targets("cuda12.9"), host(None, None), asked=True, platform="linux-64")
     assert here.verdict == NO_GPU
