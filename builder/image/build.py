@@ -36,6 +36,7 @@ from builder.safe_io.locks import exclusive_lock
 LOG_TAIL = 30
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 ENV_COPY = re.compile(r"#\(nop\) COPY dir:\S+ in /\s*$")
+GROUP_RUN = re.compile(r"--plan /opt/envbuild/plans/([\w.-]+)\.json")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
 STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})\s*$")
@@ -77,13 +78,15 @@ class ImageResult:
     seconds: float
     lock_hash: str
     pushed: list[str] = field(default_factory=list)
+    # The environment's layers in order: {"group", "size", "digest"} (builder/data/layers.yaml).
+    env_layers: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
             "target": self.target, "image_id": self.image_id, "tags": self.tags, "size": self.size,
             "env_layer_size": self.env_layer_size, "env_layer_digest": self.env_layer_digest,
             "base_size": self.base_size, "seconds": round(self.seconds, 1),
-            "lock_hash": self.lock_hash, "pushed": self.pushed,
+            "lock_hash": self.lock_hash, "pushed": self.pushed, "env_layers": self.env_layers,
         }
 
 
@@ -310,8 +313,10 @@ def _drop_untagged(client, image_ids: Iterable[str]) -> None:
             pass
 
 
-def _env_layer(client, image_id: str) -> tuple[int | None, str | None]:
-    """The size and diff id of the layer made by `COPY --from=env-builder /out/ /`."""
+def env_layers(client, image_id: str) -> list[dict]:
+    """The environment's layers, oldest first: the bootstrap group's (`COPY --from=env-builder /out/
+    /`, the first whole-root copy; the engine's history does not name a stage) and one per later
+    group (the RUN that installs its plan), each with its size and diff id."""
     inspect = client.api.inspect_image(image_id)
     layers = inspect["RootFS"]["Layers"]
     history = list(reversed(client.api.history(image_id)))
@@ -319,11 +324,24 @@ def _env_layer(client, image_id: str) -> tuple[int | None, str | None]:
     made_layer = [h for h in history if "#(nop)" not in h.get("CreatedBy", "")
                   or "#(nop) COPY" in h["CreatedBy"] or "#(nop) ADD" in h["CreatedBy"]]
     if len(made_layer) != len(layers):
-        return None, None
+        return []
+    found: list[dict] = []
     for entry, diff_id in zip(made_layer, layers, strict=True):
-        if ENV_COPY.search(entry["CreatedBy"]):
-            return int(entry["Size"]), diff_id
-    return None, None
+        group = GROUP_RUN.search(entry["CreatedBy"])
+        if group or (not found and ENV_COPY.search(entry["CreatedBy"])):
+            found.append({"group": group.group(1) if group else "bootstrap", "size": int(entry["Size"]),
+                          "digest": diff_id})
+    return found
+
+
+def _env_layer(client, image_id: str) -> tuple[int | None, str | None, list[dict]]:
+    """The environment's layers, their total size, and one digest naming them all (equal when every
+    one of them is)."""
+    found = env_layers(client, image_id)
+    if not found:
+        return None, None, []
+    joined = " ".join(layer["digest"] for layer in found)
+    return sum(layer["size"] for layer in found), f"sha256:{hashlib.sha256(joined.encode()).hexdigest()}", found
 
 
 def _base_size(client, context: BuildContext) -> int | None:
@@ -335,9 +353,9 @@ def _base_size(client, context: BuildContext) -> int | None:
 
 def inspect_result(client, context: BuildContext, image_id: str, tags: list[str]) -> ImageResult:
     size = int(client.api.inspect_image(image_id)["Size"])
-    env_size, env_digest = _env_layer(client, image_id)
+    env_size, env_digest, layers = _env_layer(client, image_id)
     return ImageResult(context.target.key, image_id, tags, size, env_size, env_digest,
-                       _base_size(client, context), 0.0, context.lock_hash)
+                       _base_size(client, context), 0.0, context.lock_hash, env_layers=layers)
 
 
 def remote_reference(registry: str, tag: str) -> tuple[str, str]:

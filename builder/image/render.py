@@ -21,6 +21,7 @@ import smoke
 from builder import __version__
 from builder.errors import UsageError
 from builder.generated_files import write_owned_folder
+from builder.image.layers import group_names
 from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
 from builder.safe_io.reading import input_problem, read_bounded
@@ -33,6 +34,11 @@ ENV_PREFIX = "/opt/env"
 # Every file of the environment layer gets this mtime (1980-01-01, the oldest a zip can hold), so
 # two builds of one lock give one layer digest whatever day they run.
 LAYER_EPOCH = 315532800
+
+
+def layer_source(name: str) -> str:
+    """Where a build context stages the root tree that `COPY <it>/ /` lays over the image."""
+    return f"envbuild/layers/{name}".rstrip("/")
 
 
 def smoke_dir() -> Path:
@@ -101,7 +107,8 @@ def required_driver_cuda(cuda: CudaVersion | None) -> str:
 
 def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None) -> list[Block]:
     user = {"name": target.spec.user.name, "uid": target.spec.user.uid}
-    env = {"prefix": ENV_PREFIX, "epoch": LAYER_EPOCH}
+    names = group_names()
+    env = {"prefix": ENV_PREFIX, "epoch": LAYER_EPOCH, "bootstrap": names[0], "groups": names[1:]}
     return [
         Block("ca_certificates.j2", {"files": has_ca}),
         Block("runtime_user.j2", user, builder_macro=None),
