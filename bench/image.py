@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from bench._world import BenchEnv, bench_env
-from builder.image.build import BuildOptions, ImageResult, build_image, docker_client
+from builder.image.build import ENV_COPY, BuildOptions, ImageResult, build_image, docker_client
 from builder.image.context import make_context
 from builder.lock.targets import lock_targets
 from builder.specs.cuda import TargetId
@@ -163,13 +163,11 @@ def _exists(image_id: str) -> bool:
 
 
 def build_only_bytes(result: ImageResult) -> int:
-    """Bytes in the image's layers that the final filesystem deletes: the installer and plans copied
-    into the runtime stage (the layers that COPY envbuild/layers/<name>/ / made)."""
-    client = docker_client()
-    history = list(reversed(client.api.history(result.image_id)))
-    return sum(int(h["Size"]) for h in history
-               if "#(nop) COPY dir:" in h.get("CreatedBy", "") and h["CreatedBy"].rstrip().endswith(" in / ")
-               ) - (result.env_layers[0]["size"] if result.env_layers else 0)
+    """Bytes in the image's layers that its final filesystem deletes: the installer and the plans,
+    copied in by `COPY envbuild/layers/<name>/ /` (every whole-root copy after the bootstrap group's)."""
+    history = list(reversed(docker_client().api.history(result.image_id)))
+    copies = [int(h["Size"]) for h in history if ENV_COPY.search(h.get("CreatedBy", ""))]
+    return sum(copies[1:])
 
 
 def measure(env, label: str) -> None:

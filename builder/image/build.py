@@ -167,8 +167,8 @@ class BuildLog:
 BUILD_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"no space left on device", re.I),
      "free disk space where the Docker engine keeps its data (`docker system df`), then build again; "
-     "a build holds about three times the installed environment at its peak (the builder stage, its "
-     "commit and the final stage's copy)"),
+     "a build holds about twice the installed environment at its peak (each layer's step, and the "
+     "layer committed from it)"),
     (re.compile(r"sha256|checksum|hash mismatch|does not match", re.I),
      "the channel serves a different file than the lock names: fix the mirror, or relock with "
      "`envbuild lock --force`"),

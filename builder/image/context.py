@@ -18,9 +18,9 @@ from typing import Any
 import builder
 from builder.errors import EnvbuildError
 from builder.generated_files import write_owned_folder
-from builder.image.layers import split_plan
+from builder.image.layers import BOOTSTRAP, runtime_steps, split_plan
 from builder.image.render import LAYER_EPOCH, RenderedEnv, layer_source, render_target, write_context
-from builder.lock.install import RUNS_ALONE_WITH, export_platform_plan, plan_from_lock
+from builder.lock.install import RUNS_ALONE_WITH, InstallPlan, export_platform_plan, plan_from_lock
 from builder.lock.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.lock.targets import check_targets
 from builder.specs.target import Target
@@ -77,15 +77,13 @@ def _plan_json(plan: dict[str, Any]) -> bytes:
     return json.dumps(plan, indent=1, sort_keys=True).encode()
 
 
-def _group_plans(lock: CondaLock, subdir: str, source: str) -> dict[str, bytes]:
-    """Each layer group's plan, staged as the root tree its `COPY DIR/ /` lays over the image."""
+def _group_plans(lock: CondaLock, subdir: str, source: str) -> dict[str, InstallPlan]:
+    """Each layer group's plan (builder/data/layers.yaml), in install order."""
     dependencies: dict[str, tuple[str, ...]] = {}
     for dep in lock.package:
         if dep.platform == subdir:
             dependencies[dep.name] = (*dependencies.get(dep.name, ()), *dep.dependencies)
-    groups = split_plan(plan_from_lock(lock, subdir, source), dependencies)
-    return {f"{layer_source(name)}/opt/envbuild/plans/{name}.json": _plan_json(plan.to_json_dict())
-            for name, plan in groups.items()}
+    return split_plan(plan_from_lock(lock, subdir, source), dependencies)
 
 
 def _fix_mtimes(top: Path) -> None:
@@ -112,10 +110,14 @@ def make_context(target: Target, lock_path: Path, root: Path, image_platform: st
             f"add {subdir} to the target's platforms and run `envbuild lock`"
         )
     lock_hash = lockfile_sha256(lock_path)
-    rendered = render_target(target, lock_hash)
+    groups = _group_plans(lock, subdir, str(lock_path))
+    steps = runtime_steps(groups)
+    rendered = render_target(target, lock_hash, steps)
     plan = export_platform_plan(lock, subdir, str(lock_path))
     root.mkdir(parents=True, exist_ok=True)
-    plans = {"envbuild/plan.json": _plan_json(plan), **_group_plans(lock, subdir, str(lock_path))}
+    plans = {"envbuild/plan.json": _plan_json(plan)}
+    for name in (BOOTSTRAP, *(step.group for step in steps)):
+        plans[f"{layer_source(name)}/opt/envbuild/plans/{name}.json"] = _plan_json(groups[name].to_json_dict())
     write_context(rendered, root, plans)
     (root / "envbuild" / "conda-lock.yml").write_bytes(lock_path.read_bytes())
     _installer_files(root / layer_source("installer") / "opt" / "envbuild" / "installer")

@@ -103,3 +103,20 @@ def split_plan(plan: InstallPlan, dependencies: Mapping[str, tuple[str, ...]]) -
         )
         for name in group_names()
     }
+
+
+@dataclass(frozen=True)
+class LayerStep:
+    """One RUN of the runtime stage: its group, and whether it links conda packages (so needs rattler)."""
+
+    group: str
+    links_conda: bool
+
+
+def runtime_steps(split: Mapping[str, InstallPlan] | None = None) -> tuple[LayerStep, ...]:
+    """The runtime stage's install steps: one per group with packages in `split`; without a lock
+    (`envbuild render` before `envbuild lock`), one per group, each ready to link conda packages."""
+    if split is None:
+        return tuple(LayerStep(group.name, True) for group in layer_groups())
+    return tuple(LayerStep(name, bool(plan.conda)) for name, plan in split.items()
+                 if name != BOOTSTRAP and (plan.conda or plan.pip))

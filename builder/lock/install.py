@@ -11,8 +11,10 @@ This module runs in two places:
   reads it (one model, one set of messages);
 - inside an image's builder stage, where only a Python >= 3.10 and the py-rattler wheel exist:
   `python -m builder.lock.install --plan plan.json --prefix /opt/env [--staging /out/opt/env]`.
-So at module level it imports only the standard library and rattler (the image holds this one file, not
-the package); YAML, pydantic, conda-lock and builder.errors are imported inside the host-only functions.
+So at module level it imports only the standard library (the image holds this one file, not the
+package); rattler is imported where conda packages are linked (an image step that installs only pip
+wheels runs without it); YAML, pydantic, conda-lock and builder.errors are imported inside the
+host-only functions.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import rattler
+if TYPE_CHECKING:  # only for annotations: the image has no pydantic, and rattler only where it links
+    import rattler
 
-if TYPE_CHECKING:  # host-only, and only for annotations: the image has no pydantic
     from builder.lock.lockfile import CondaLock
 
 PLAN_FORMAT = 1
@@ -372,6 +374,8 @@ def _link(
     records are given too (unchanged, so rattler neither downloads nor relinks them)."""
     if not verified:
         return
+    import rattler
+
     records = _run_async(_records_for(verified), deadline, "reading packages")
     if keep:
         records = [*_installed_records(root), *records]
@@ -396,11 +400,15 @@ def _link(
 
 
 def _installed_records(root: Path) -> list[rattler.RepoDataRecord]:
+    import rattler
+
     meta = root / "conda-meta"
     return [rattler.PrefixRecord.from_path(path) for path in sorted(meta.glob("*.json"))] if meta.is_dir() else []
 
 
 async def _records_for(verified: list[tuple[CondaArtifact, Path]]) -> list[rattler.RepoDataRecord]:
+    import rattler
+
     records = []
     for artifact, path in verified:
         try:
