@@ -10,18 +10,20 @@ machines are shared.
 Beside each, in the same run, from the same index or lock and base: the plain one-stage Dockerfile
 a user would write instead (`<label>: cold= baseline= ratio=`), and a one-package change
 (`incremental:`): a small pure-Python package added to the spec, relocked, rebuilt with the cache;
-which of the env's layers it made new, and whether the CUDA and torch layers stayed.
+which of the env's layers it made new, and whether the CUDA and torch layers stayed. The CPU image
+is pushed to the world's registry before and after the change (`push:`, what the second push sent).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import yaml
 
 from bench._world import BenchEnv, bench_env
-from builder.image.build import ENV_COPY, BuildOptions, ImageResult, build_image, docker_client
+from builder.image.build import ENV_COPY, BuildOptions, ImageResult, build_image, docker_client, push_image
 from builder.image.context import make_context
 from builder.lock.targets import lock_targets
 from builder.specs.cuda import TargetId
@@ -132,8 +134,12 @@ def with_added_package(env: BenchEnv) -> BenchEnv:
     return BenchEnv(target, result.path, env.folder)
 
 
-def incremental(env: BenchEnv, cold: ImageResult) -> None:
-    """Add one small package, relock, rebuild with the cache: what was made new."""
+def incremental(env: BenchEnv, cold: ImageResult, push: bool) -> None:
+    """Add one small package, relock, rebuild with the cache: what was made new. With `push`, both
+    images go to the world's registry: what the second push sent, and what the registry already had."""
+    registry = os.environ.get("ENVBUILD_TEST_REGISTRY", "") if push else ""
+    if registry:
+        push_image(cold, registry)
     changed = with_added_package(env)
     rebuild = build(changed, env.folder / "incremental", NETWORK)
     client = docker_client()
@@ -152,6 +158,11 @@ def incremental(env: BenchEnv, cold: ImageResult) -> None:
     for layer in rebuild.env_layers:
         print(f"  env layer {layer['group']}: {layer['size'] / 1e6:.1f} MB {layer['digest'][:19]}"
               f"{'' if layer['digest'] in before else ' (new)'}")
+    if registry:
+        push_image(rebuild, registry)
+        print(f"push: first image sent {cold.push_sent_bytes or 0:,} bytes; after the change, sent "
+              f"{rebuild.push_sent_bytes or 0:,} bytes, the registry already had {rebuild.push_reused_bytes or 0:,}",
+              flush=True)
 
 
 def _exists(image_id: str) -> bool:
@@ -194,7 +205,7 @@ def measure(env, label: str) -> None:
     print(f"{label}: cold={cold.seconds:.1f} rebuild={rebuild.seconds:.1f} "
           f"rebuild_ratio={rebuild.seconds / cold.seconds:.3f} size_overhead={overhead:.2f} "
           f"env_layer_stable={stable}", flush=True)
-    incremental(env, again)
+    incremental(env, again, push=label == "image")
 
 
 def main() -> None:

@@ -80,6 +80,9 @@ class ImageResult:
     pushed: list[str] = field(default_factory=list)
     # The environment's layers in order: {"group", "size", "digest"} (builder/data/layers.yaml).
     env_layers: list[dict] = field(default_factory=list)
+    # What the last --push sent and what the registry already had (bytes of the layers, uncompressed).
+    push_sent_bytes: int | None = None
+    push_reused_bytes: int | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -87,6 +90,7 @@ class ImageResult:
             "env_layer_size": self.env_layer_size, "env_layer_digest": self.env_layer_digest,
             "base_size": self.base_size, "seconds": round(self.seconds, 1),
             "lock_hash": self.lock_hash, "pushed": self.pushed, "env_layers": self.env_layers,
+            "push_sent_bytes": self.push_sent_bytes, "push_reused_bytes": self.push_reused_bytes,
         }
 
 
@@ -313,20 +317,24 @@ def _drop_untagged(client, image_ids: Iterable[str]) -> None:
             pass
 
 
-def env_layers(client, image_id: str) -> list[dict]:
-    """The environment's layers, oldest first: the bootstrap group's (`COPY --from=env-builder /out/
-    /`, the first whole-root copy; the engine's history does not name a stage) and one per later
-    group (the RUN that installs its plan), each with its size and diff id."""
-    inspect = client.api.inspect_image(image_id)
-    layers = inspect["RootFS"]["Layers"]
+def _layer_history(client, image_id: str) -> list[tuple[dict, str]]:
+    """Each filesystem layer, oldest first, with the history line that made it; none when the two
+    do not line up (an image not built here, say)."""
+    layers = client.api.inspect_image(image_id)["RootFS"]["Layers"]
     history = list(reversed(client.api.history(image_id)))
-    # History lines that made a filesystem layer, oldest first, align with RootFS.Layers.
     made_layer = [h for h in history if "#(nop)" not in h.get("CreatedBy", "")
                   or "#(nop) COPY" in h["CreatedBy"] or "#(nop) ADD" in h["CreatedBy"]]
     if len(made_layer) != len(layers):
         return []
+    return list(zip(made_layer, layers, strict=True))
+
+
+def env_layers(client, image_id: str) -> list[dict]:
+    """The environment's layers, oldest first: the bootstrap group's (`COPY --from=env-builder /out/
+    /`, the first whole-root copy; the engine's history does not name a stage) and one per later
+    group (the RUN that installs its plan), each with its size and diff id."""
     found: list[dict] = []
-    for entry, diff_id in zip(made_layer, layers, strict=True):
+    for entry, diff_id in _layer_history(client, image_id):
         group = GROUP_RUN.search(entry["CreatedBy"])
         if group or (not found and ENV_COPY.search(entry["CreatedBy"])):
             found.append({"group": group.group(1) if group else "bootstrap", "size": int(entry["Size"]),
@@ -364,13 +372,30 @@ def remote_reference(registry: str, tag: str) -> tuple[str, str]:
     return f"{registry.rstrip('/')}/{repository}", name
 
 
+def layer_sizes(client, image_id: str) -> dict[str, int]:
+    """Each layer's size by the short id push progress names it with (its diff id's first 12 hex digits)."""
+    sizes: dict[str, int] = {}
+    for entry, diff_id in _layer_history(client, image_id):
+        short = diff_id.split(":", 1)[-1][:12]
+        sizes[short] = sizes.get(short, 0) + int(entry["Size"])
+    return sizes
+
+
+# Push progress statuses that end a layer: sent now, or already in the registry (or mounted there).
+_SENT = "Pushed"
+_REUSED = ("Layer already exists", "Mounted from")
+
+
 def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] = lambda line: None,
                client=None) -> list[str]:
     """Push every tag; on a failure the registry-named tags made for it are dropped again, so a
-    failed push leaves only the image's own tags."""
+    failed push leaves only the image's own tags. Counts, on `result`, the bytes of the layers it
+    sent and of those the registry already had (a one-package change sends only its own layer)."""
     client = client or docker_client()
     pushed: list[str] = []
     made: list[str] = []
+    sizes = layer_sizes(client, result.image_id)
+    outcome: dict[str, str] = {}
     try:
         for tag in result.tags:
             remote, name = remote_reference(registry, tag)
@@ -380,8 +405,11 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
                 if "error" in chunk:
                     raise EnvbuildError(f"push of {remote}:{name} failed: {' '.join(str(chunk['error']).split())}; "
                                         "check that the registry is reachable and you are logged in (`docker login`)")
-                if chunk.get("status") and chunk.get("id") is None:
-                    echo(chunk["status"])
+                status, layer = chunk.get("status") or "", chunk.get("id")
+                if status and layer is None:
+                    echo(status)
+                elif layer in sizes and layer not in outcome and (status == _SENT or status.startswith(_REUSED)):
+                    outcome[layer] = "sent" if status == _SENT else "reused"
             pushed.append(f"{remote}:{name}")
     except BaseException as exc:
         for reference in made:
@@ -392,7 +420,15 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
         if isinstance(exc, Exception):
             raise engine_error(exc, f"push to {registry}") from None
         raise
+    result.push_sent_bytes = sum(sizes[layer] for layer, how in outcome.items() if how == "sent")
+    result.push_reused_bytes = sum(sizes[layer] for layer, how in outcome.items() if how == "reused")
+    echo(f"pushed {_mb(result.push_sent_bytes)} MB of layers; "
+         f"the registry already had {_mb(result.push_reused_bytes)} MB")
     return pushed
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.0f}"
 
 
 def pull_image(tag: str, registry: str, client=None) -> str:
@@ -408,7 +444,7 @@ def pull_image(tag: str, registry: str, client=None) -> str:
 
 
 def list_images(env_name: str, client=None) -> list[dict]:
-    """Images envbuild built for this env: tags, sizes, and the lock each came from."""
+    """Images envbuild built for this env: tags, sizes, the lock each came from, the env's layers."""
     client = client or docker_client()
     rows = []
     # Untagged ones are superseded builds still held by a container or a child image: not "what exists".
@@ -420,6 +456,7 @@ def list_images(env_name: str, client=None) -> list[dict]:
             "torch": labels.get("io.envbuild.torch", ""), "cuda": labels.get("io.envbuild.cuda", ""),
             "lock_hash": labels.get("io.envbuild.lock-hash", ""),
             "created": labels.get("org.opencontainers.image.created", ""),
+            "env_layers": env_layers(client, image["Id"]),
         })
     return sorted(rows, key=lambda r: (r["target"], r["created"]))
 

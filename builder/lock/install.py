@@ -222,9 +222,11 @@ def install_lock(
     timeout: float = DEFAULT_TIMEOUT_S,
     cache_dir: Path | None = None,
     pip: bool = True,
+    add: bool = False,
 ) -> InstallResult:
     """Install `platform` of `lockfile` into `prefix` (or into `staging`, with `prefix` written
-    into the files), every package hash-checked before anything is linked.
+    into the files), every package hash-checked before anything is linked. `add`: keep what the
+    prefix holds (see `install_plan`).
 
     `cache_dir` chooses where this call's fresh download folder and package cache are made (e.g.
     on the prefix's file system); they are removed afterwards. `pip=False` skips the pip entries.
@@ -238,6 +240,7 @@ def install_lock(
             timeout=timeout,
             cache_dir=cache_dir,
             pip=pip,
+            add=add,
         )
     )
 
