@@ -394,7 +394,6 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
     client = client or docker_client()
     pushed: list[str] = []
     made: list[str] = []
-    sizes = layer_sizes(client, result.image_id)
     outcome: dict[str, str] = {}
     try:
         for tag in result.tags:
@@ -408,7 +407,7 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
                 status, layer = chunk.get("status") or "", chunk.get("id")
                 if status and layer is None:
                     echo(status)
-                elif layer in sizes and layer not in outcome and (status == _SENT or status.startswith(_REUSED)):
+                elif layer and layer not in outcome and (status == _SENT or status.startswith(_REUSED)):
                     outcome[layer] = "sent" if status == _SENT else "reused"
             pushed.append(f"{remote}:{name}")
     except BaseException as exc:
@@ -420,8 +419,9 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
         if isinstance(exc, Exception):
             raise engine_error(exc, f"push to {registry}") from None
         raise
-    result.push_sent_bytes = sum(sizes[layer] for layer, how in outcome.items() if how == "sent")
-    result.push_reused_bytes = sum(sizes[layer] for layer, how in outcome.items() if how == "reused")
+    sizes = layer_sizes(client, result.image_id)
+    result.push_sent_bytes = sum(sizes.get(layer, 0) for layer, how in outcome.items() if how == "sent")
+    result.push_reused_bytes = sum(sizes.get(layer, 0) for layer, how in outcome.items() if how == "reused")
     echo(f"pushed {_mb(result.push_sent_bytes)} MB of layers; "
          f"the registry already had {_mb(result.push_reused_bytes)} MB")
     return pushed
