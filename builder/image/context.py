@@ -20,7 +20,7 @@ from builder.errors import EnvbuildError
 from builder.generated_files import write_owned_folder
 from builder.image.layers import BOOTSTRAP, runtime_steps, split_plan
 from builder.image.render import LAYER_EPOCH, RenderedEnv, layer_source, render_target, write_context
-from builder.lock.install import RUNS_ALONE_WITH, InstallPlan, export_platform_plan, plan_from_lock
+from builder.lock.install import RUNS_ALONE_WITH, InstallPlan, export_platform_plan
 from builder.lock.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.lock.targets import check_targets
 from builder.specs.target import Target
@@ -77,13 +77,14 @@ def _plan_json(plan: dict[str, Any]) -> bytes:
     return json.dumps(plan, indent=1, sort_keys=True).encode()
 
 
-def _group_plans(lock: CondaLock, subdir: str, source: str) -> dict[str, InstallPlan]:
-    """Each layer group's plan (builder/data/layers.yaml), in install order."""
+def _group_plans(lock: CondaLock, plan: InstallPlan) -> dict[str, InstallPlan]:
+    """Each layer group's part of `plan` (builder/data/layers.yaml), in install order, by the
+    dependency records of the lock's packages of the plan's platform."""
     dependencies: dict[str, tuple[str, ...]] = {}
     for dep in lock.package:
-        if dep.platform == subdir:
+        if dep.platform == plan.platform:
             dependencies[dep.name] = (*dependencies.get(dep.name, ()), *dep.dependencies)
-    return split_plan(plan_from_lock(lock, subdir, source), dependencies)
+    return split_plan(plan, dependencies)
 
 
 def _fix_mtimes(top: Path) -> None:
@@ -110,10 +111,10 @@ def make_context(target: Target, lock_path: Path, root: Path, image_platform: st
             f"add {subdir} to the target's platforms and run `envbuild lock`"
         )
     lock_hash = lockfile_sha256(lock_path)
-    groups = _group_plans(lock, subdir, str(lock_path))
+    plan = export_platform_plan(lock, subdir, str(lock_path))  # a bad lock: one EnvbuildError line, here
+    groups = _group_plans(lock, InstallPlan.from_json_dict(plan, str(lock_path)))
     steps = runtime_steps(groups)
     rendered = render_target(target, lock_hash, steps)
-    plan = export_platform_plan(lock, subdir, str(lock_path))
     root.mkdir(parents=True, exist_ok=True)
     plans = {"envbuild/plan.json": _plan_json(plan)}
     for name in (BOOTSTRAP, *(step.group for step in steps)):
