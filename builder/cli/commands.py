@@ -273,7 +273,7 @@ def image(spec: Path, cuda: tuple[TargetId, ...], all_targets: bool, publish: Pu
 @SPEC
 @JSON
 def images(spec: Path, as_json: bool) -> None:
-    """The images envbuild built for SPEC: tags, sizes, the lock each came from."""
+    """The images envbuild built for SPEC: tags, sizes, the lock each came from, the env's layers."""
     from builder.image.build import list_images
 
     rows = list_images(load_spec(spec).name)
@@ -281,9 +281,11 @@ def images(spec: Path, as_json: bool) -> None:
         reports.print_json(rows)
         return
     reports.print_table(
-        "images", ["target", "torch", "cuda", "tags", "size", "lock", "created"],
+        "images", ["target", "torch", "cuda", "tags", "size", "lock", "created", "env layers"],
         [[r["target"], r["torch"], r["cuda"], " ".join(r["tags"]), reports.human_size(r["size"]),
-          r["lock_hash"][:12], r["created"]] for r in rows],
+          r["lock_hash"][:12], r["created"],
+          ", ".join(f"{layer['group']} {reports.human_size(layer['size'])}" for layer in r["env_layers"])]
+         for r in rows],
     )
 
 

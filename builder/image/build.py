@@ -36,6 +36,7 @@ from builder.safe_io.locks import exclusive_lock
 LOG_TAIL = 30
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 ENV_COPY = re.compile(r"#\(nop\) COPY dir:\S+ in /\s*$")
+GROUP_RUN = re.compile(r"--plan /opt/envbuild/plans/([\w.-]+)\.json")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})")
 STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})\s*$")
@@ -80,6 +81,11 @@ class ImageResult:
     # REGISTRY/NAME@sha256:... as the registry reported it: what CI smoke jobs and k8s Jobs pull, since
     # a tag can move between the push and the test.
     pushed_by_digest: str | None = None
+    # The environment's layers in order: {"group", "size", "digest"} (builder/data/layers.yaml).
+    env_layers: list[dict] = field(default_factory=list)
+    # What the last --push sent and what the registry already had (bytes of the layers, uncompressed).
+    push_sent_bytes: int | None = None
+    push_reused_bytes: int | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -87,6 +93,8 @@ class ImageResult:
             "env_layer_size": self.env_layer_size, "env_layer_digest": self.env_layer_digest,
             "base_size": self.base_size, "seconds": round(self.seconds, 1),
             "lock_hash": self.lock_hash, "pushed": self.pushed, "pushed_by_digest": self.pushed_by_digest,
+            "env_layers": self.env_layers,
+            "push_sent_bytes": self.push_sent_bytes, "push_reused_bytes": self.push_reused_bytes,
         }
 
 
@@ -167,8 +175,8 @@ class BuildLog:
 BUILD_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"no space left on device", re.I),
      "free disk space where the Docker engine keeps its data (`docker system df`), then build again; "
-     "a build holds about three times the installed environment at its peak (the builder stage, its "
-     "commit and the final stage's copy)"),
+     "a build holds about twice the installed environment at its peak (each layer's step, and the "
+     "layer committed from it)"),
     (re.compile(r"sha256|checksum|hash mismatch|does not match", re.I),
      "the channel serves a different file than the lock names: fix the mirror, or relock with "
      "`envbuild lock --force`"),
@@ -313,20 +321,39 @@ def _drop_untagged(client, image_ids: Iterable[str]) -> None:
             pass
 
 
-def _env_layer(client, image_id: str) -> tuple[int | None, str | None]:
-    """The size and diff id of the layer made by `COPY --from=env-builder /out/ /`."""
-    inspect = client.api.inspect_image(image_id)
-    layers = inspect["RootFS"]["Layers"]
+def _layer_history(client, image_id: str) -> list[tuple[dict, str]]:
+    """Each filesystem layer, oldest first, with the history line that made it; none when the two
+    do not line up (an image not built here, say)."""
+    layers = client.api.inspect_image(image_id)["RootFS"]["Layers"]
     history = list(reversed(client.api.history(image_id)))
-    # History lines that made a filesystem layer, oldest first, align with RootFS.Layers.
     made_layer = [h for h in history if "#(nop)" not in h.get("CreatedBy", "")
                   or "#(nop) COPY" in h["CreatedBy"] or "#(nop) ADD" in h["CreatedBy"]]
     if len(made_layer) != len(layers):
-        return None, None
-    for entry, diff_id in zip(made_layer, layers, strict=True):
-        if ENV_COPY.search(entry["CreatedBy"]):
-            return int(entry["Size"]), diff_id
-    return None, None
+        return []
+    return list(zip(made_layer, layers, strict=True))
+
+
+def env_layers(client, image_id: str) -> list[dict]:
+    """The environment's layers, oldest first: the bootstrap group's (`COPY --from=env-builder /out/
+    /`, the first whole-root copy; the engine's history does not name a stage) and one per later
+    group (the RUN that installs its plan), each with its size and diff id."""
+    found: list[dict] = []
+    for entry, diff_id in _layer_history(client, image_id):
+        group = GROUP_RUN.search(entry["CreatedBy"])
+        if group or (not found and ENV_COPY.search(entry["CreatedBy"])):
+            found.append({"group": group.group(1) if group else "bootstrap", "size": int(entry["Size"]),
+                          "digest": diff_id})
+    return found
+
+
+def _env_layer(client, image_id: str) -> tuple[int | None, str | None, list[dict]]:
+    """The environment's layers, their total size, and one digest naming them all (equal when every
+    one of them is)."""
+    found = env_layers(client, image_id)
+    if not found:
+        return None, None, []
+    joined = " ".join(layer["digest"] for layer in found)
+    return sum(layer["size"] for layer in found), f"sha256:{hashlib.sha256(joined.encode()).hexdigest()}", found
 
 
 def _base_size(client, context: BuildContext) -> int | None:
@@ -338,9 +365,9 @@ def _base_size(client, context: BuildContext) -> int | None:
 
 def inspect_result(client, context: BuildContext, image_id: str, tags: list[str]) -> ImageResult:
     size = int(client.api.inspect_image(image_id)["Size"])
-    env_size, env_digest = _env_layer(client, image_id)
+    env_size, env_digest, layers = _env_layer(client, image_id)
     return ImageResult(context.target.key, image_id, tags, size, env_size, env_digest,
-                       _base_size(client, context), 0.0, context.lock_hash)
+                       _base_size(client, context), 0.0, context.lock_hash, env_layers=layers)
 
 
 def remote_reference(registry: str, tag: str) -> tuple[str, str]:
@@ -355,15 +382,32 @@ class Pushed:
     by_digest: str | None  # REGISTRY/NAME@sha256:..., None when the registry reported no digest
 
 
+def layer_sizes(client, image_id: str) -> dict[str, int]:
+    """Each layer's size by the short id push progress names it with (its diff id's first 12 hex digits)."""
+    sizes: dict[str, int] = {}
+    for entry, diff_id in _layer_history(client, image_id):
+        short = diff_id.split(":", 1)[-1][:12]
+        sizes[short] = sizes.get(short, 0) + int(entry["Size"])
+    return sizes
+
+
+# Push progress statuses that end a layer: sent now, or already in the registry (or mounted there).
+_SENT = "Pushed"
+_REUSED = ("Layer already exists", "Mounted from")
+
+
 def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] = lambda line: None,
                client=None) -> Pushed:
     """Push every tag; on a failure the registry-named tags made for it are dropped again, so a
     failed push leaves only the image's own tags. The engine's push stream ends with an `aux`
-    record {Tag, Digest, Size} (Docker's PushResult): that digest names the manifest every tag got."""
+    record {Tag, Digest, Size} (Docker's PushResult): that digest names the manifest every tag got. Counts,
+    on `result`, the bytes of the layers it sent and of those the registry already had (a one-package
+    change sends only its own layer)."""
     client = client or docker_client()
     pushed: list[str] = []
     by_digest: str | None = None
     made: list[str] = []
+    outcome: dict[str, str] = {}
     try:
         for tag in result.tags:
             remote, name = remote_reference(registry, tag)
@@ -373,8 +417,11 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
                 if "error" in chunk:
                     raise EnvbuildError(f"push of {remote}:{name} failed: {' '.join(str(chunk['error']).split())}; "
                                         "check that the registry is reachable and you are logged in (`docker login`)")
-                if chunk.get("status") and chunk.get("id") is None:
-                    echo(chunk["status"])
+                status, layer = chunk.get("status") or "", chunk.get("id")
+                if status and layer is None:
+                    echo(status)
+                elif layer and layer not in outcome and (status == _SENT or status.startswith(_REUSED)):
+                    outcome[layer] = "sent" if status == _SENT else "reused"
                 by_digest = by_digest or _pushed_digest(remote, chunk)
             pushed.append(f"{remote}:{name}")
     except BaseException as exc:
@@ -386,6 +433,11 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
         if isinstance(exc, Exception):
             raise engine_error(exc, f"push to {registry}") from None
         raise
+    sizes = layer_sizes(client, result.image_id)
+    result.push_sent_bytes = sum(sizes.get(layer, 0) for layer, how in outcome.items() if how == "sent")
+    result.push_reused_bytes = sum(sizes.get(layer, 0) for layer, how in outcome.items() if how == "reused")
+    echo(f"pushed {_mb(result.push_sent_bytes)} MB of layers; "
+         f"the registry already had {_mb(result.push_reused_bytes)} MB")
     return Pushed(pushed, by_digest)
 
 
@@ -424,6 +476,10 @@ def _split_reference(reference: str) -> tuple[str, str | None]:
     return reference, None
 
 
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.0f}"
+
+
 def pull_image(tag: str, registry: str, client=None) -> str:
     """Pull what `--push REGISTRY` pushed for `tag`; the local reference, or one line saying why not."""
     client = client or docker_client()
@@ -437,7 +493,7 @@ def pull_image(tag: str, registry: str, client=None) -> str:
 
 
 def list_images(env_name: str, client=None) -> list[dict]:
-    """Images envbuild built for this env: tags, sizes, and the lock each came from."""
+    """Images envbuild built for this env: tags, sizes, the lock each came from, the env's layers."""
     client = client or docker_client()
     rows = []
     # Untagged ones are superseded builds still held by a container or a child image: not "what exists".
@@ -449,6 +505,7 @@ def list_images(env_name: str, client=None) -> list[dict]:
             "torch": labels.get("io.envbuild.torch", ""), "cuda": labels.get("io.envbuild.cuda", ""),
             "lock_hash": labels.get("io.envbuild.lock-hash", ""),
             "created": labels.get("org.opencontainers.image.created", ""),
+            "env_layers": env_layers(client, image["Id"]),
         })
     return sorted(rows, key=lambda r: (r["target"], r["created"]))
 

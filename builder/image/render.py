@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import smoke
 from builder import __version__
 from builder.errors import UsageError
 from builder.generated_files import write_owned_folder
+from builder.image.layers import BOOTSTRAP, LayerStep, runtime_steps
 from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
 from builder.safe_io.reading import input_problem, read_bounded
@@ -33,6 +34,11 @@ ENV_PREFIX = "/opt/env"
 # Every file of the environment layer gets this mtime (1980-01-01, the oldest a zip can hold), so
 # two builds of one lock give one layer digest whatever day they run.
 LAYER_EPOCH = 315532800
+
+
+def layer_source(name: str) -> str:
+    """Where a build context stages the root tree that `COPY <it>/ /` lays over the image."""
+    return f"envbuild/layers/{name}".rstrip("/")
 
 
 def smoke_dir() -> Path:
@@ -115,9 +121,11 @@ def required_driver_cuda(cuda: CudaVersion | None) -> str:
     return f"cuda>={cuda.major_floor}"
 
 
-def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None) -> list[Block]:
+def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None,
+                      steps: Sequence[LayerStep] | None = None) -> list[Block]:
     user = {"name": target.spec.user.name, "uid": target.spec.user.uid}
-    env = {"prefix": ENV_PREFIX, "epoch": LAYER_EPOCH}
+    groups = [{"name": step.group, "rattler": step.links_conda} for step in (steps or runtime_steps())]
+    env = {"prefix": ENV_PREFIX, "epoch": LAYER_EPOCH, "bootstrap": BOOTSTRAP, "groups": groups}
     return [
         Block("ca_certificates.j2", {"files": has_ca}),
         Block("runtime_user.j2", user, builder_macro=None),
@@ -150,12 +158,14 @@ def _render_block(env: jinja2.Environment, block: Block) -> RenderedBlock:
     return RenderedBlock(builder=call(block.builder_macro), runtime=call(block.runtime_macro))
 
 
-def render_target(target: Target, lock_hash: str | None = None) -> RenderedEnv:
-    """Render one target; a build context passes its lock's hash, which becomes a label. Same
-    inputs, same bytes: nothing here reads the clock or the host."""
+def render_target(target: Target, lock_hash: str | None = None,
+                  steps: Sequence[LayerStep] | None = None) -> RenderedEnv:
+    """Render one target; a build context passes its lock's hash, which becomes a label, and the
+    install steps its lock needs (without them: one per layer group). Same inputs, same bytes:
+    nothing here reads the clock or the host."""
     env = environment()
     ca_files = checked_ca_files(target)
-    blocks = [_render_block(env, block) for block in dockerfile_blocks(target, bool(ca_files), lock_hash)]
+    blocks = [_render_block(env, block) for block in dockerfile_blocks(target, bool(ca_files), lock_hash, steps)]
     dockerfile = env.get_template("Dockerfile.j2").render(
         version=__version__,
         env_name=target.name,

@@ -11,8 +11,10 @@ This module runs in two places:
   reads it (one model, one set of messages);
 - inside an image's builder stage, where only a Python >= 3.10 and the py-rattler wheel exist:
   `python -m builder.lock.install --plan plan.json --prefix /opt/env [--staging /out/opt/env]`.
-So at module level it imports only the standard library and rattler (the image holds this one file, not
-the package); YAML, pydantic, conda-lock and builder.errors are imported inside the host-only functions.
+So at module level it imports only the standard library (the image holds this one file, not the
+package); rattler is imported where conda packages are linked (an image step that installs only pip
+wheels runs without it); YAML, pydantic, conda-lock and builder.errors are imported inside the
+host-only functions.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import rattler
+if TYPE_CHECKING:  # only for annotations: the image has no pydantic, and rattler only where it links
+    import rattler
 
-if TYPE_CHECKING:  # host-only, and only for annotations: the image has no pydantic
     from builder.lock.lockfile import CondaLock
 
 PLAN_FORMAT = 1
@@ -220,9 +222,11 @@ def install_lock(
     timeout: float = DEFAULT_TIMEOUT_S,
     cache_dir: Path | None = None,
     pip: bool = True,
+    add: bool = False,
 ) -> InstallResult:
     """Install `platform` of `lockfile` into `prefix` (or into `staging`, with `prefix` written
-    into the files), every package hash-checked before anything is linked.
+    into the files), every package hash-checked before anything is linked. `add`: keep what the
+    prefix holds (see `install_plan`).
 
     `cache_dir` chooses where this call's fresh download folder and package cache are made (e.g.
     on the prefix's file system); they are removed afterwards. `pip=False` skips the pip entries.
@@ -236,6 +240,7 @@ def install_lock(
             timeout=timeout,
             cache_dir=cache_dir,
             pip=pip,
+            add=add,
         )
     )
 
@@ -251,9 +256,14 @@ def install_plan(
     timeout: float = DEFAULT_TIMEOUT_S,
     cache_dir: Path | None = None,
     pip: bool = True,
+    add: bool = False,
 ) -> InstallResult:
     """Download and verify every conda package of `plan`, then link them and install its pip
-    entries. Raises InstallError; nothing is linked unless every conda package verified."""
+    entries. Raises InstallError; nothing is linked unless every conda package verified.
+
+    `add`: the plan is one more group of an environment already in `prefix` (an image layer): what
+    the prefix holds stays, and only the files this call writes are byte-compiled, so the layer
+    holds this group's files and no rewritten copy of a lower layer's."""
     started = time.monotonic()
     deadline = started + timeout
     prefix = Path(prefix)
@@ -262,14 +272,20 @@ def install_plan(
     _check_pip_entries(wanted_pip)
     if cache_dir is not None:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    if add and staging is not None:
+        raise InstallError("--add installs into the prefix itself: give no --staging")
     work = Path(tempfile.mkdtemp(prefix="envbuild-install-", dir=cache_dir))
     try:
+        marker = work / "started"
+        marker.touch()
         verified, downloaded = _download_all(plan.conda, work / "downloads", deadline)
-        _link(plan, verified, root, prefix if staging is not None else None, work / "pkgs", deadline)
+        _link(plan, verified, root, prefix if staging is not None else None, work / "pkgs", deadline, keep=add)
         if wanted_pip:
-            _pip_install(wanted_pip, root, prefix, work, deadline, compile_now=staging is None)
+            _pip_install(wanted_pip, root, prefix, work, deadline, compile_now=staging is None and not add)
         if staging is not None:
             _compile_bytecode(root, prefix, deadline)
+        elif add:
+            _compile_new_files(root, marker.stat().st_ctime_ns, deadline)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return InstallResult(
@@ -353,11 +369,19 @@ def _link(
     written_prefix: Path | None,
     package_cache: Path,
     deadline: float,
+    keep: bool = False,
 ) -> None:
-    """Link the verified local files with rattler; conda-meta then names the locked URLs."""
+    """Link the verified local files with rattler; conda-meta then names the locked URLs.
+
+    rattler makes the prefix hold exactly the records it is given: with `keep`, the prefix's own
+    records are given too (unchanged, so rattler neither downloads nor relinks them)."""
     if not verified:
         return
+    import rattler
+
     records = _run_async(_records_for(verified), deadline, "reading packages")
+    if keep:
+        records = [*_installed_records(root), *records]
     root.mkdir(parents=True, exist_ok=True)
     had_cache_tag = (root / _CACHE_TAG).exists()
     install = rattler.install(
@@ -378,7 +402,16 @@ def _link(
         _restore_locked_origin(root, artifact)
 
 
+def _installed_records(root: Path) -> list[rattler.RepoDataRecord]:
+    import rattler
+
+    meta = root / "conda-meta"
+    return [rattler.PrefixRecord.from_path(path) for path in sorted(meta.glob("*.json"))] if meta.is_dir() else []
+
+
 async def _records_for(verified: list[tuple[CondaArtifact, Path]]) -> list[rattler.RepoDataRecord]:
+    import rattler
+
     records = []
     for artifact, path in verified:
         try:
@@ -462,6 +495,36 @@ def _compile_bytecode(root: Path, prefix: Path, deadline: float) -> None:
     ]  # fmt: skip
     try:
         subprocess.run(command, capture_output=True, timeout=max(1.0, deadline - time.monotonic()), check=False,
+                       env={**os.environ, "PYTHONHASHSEED": "0"})
+    except subprocess.TimeoutExpired:
+        raise InstallError("byte-compiling the environment timed out; raise the timeout") from None
+
+
+_COMPILE_FILES = """
+import compileall, multiprocessing, py_compile, sys
+files = sys.stdin.read().split("\\0")
+def one(path):
+    return compileall.compile_file(path, quiet=2, force=True,
+                                   invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+with multiprocessing.get_context("fork").Pool() as pool:
+    pool.map(one, [f for f in files if f], chunksize=32)
+"""
+
+
+def _compile_new_files(root: Path, since_ns: int, deadline: float) -> None:
+    """Byte-compile (`unchecked-hash`, as `_compile_bytecode`) the .py files this call wrote: those
+    whose inode changed after `since_ns`. Hard links from rattler's cache keep the package's mtimes,
+    so the change time, not the modification time, says what is new."""
+    python = root / "bin" / "python"
+    if not python.exists() or not (root / "lib").is_dir():
+        return
+    new = [str(path) for path in (root / "lib").rglob("*.py")
+           if not path.is_symlink() and path.stat().st_ctime_ns >= since_ns]
+    if not new:
+        return
+    try:
+        subprocess.run([str(python), "-c", _COMPILE_FILES], input="\0".join(new), capture_output=True, text=True,
+                       timeout=max(1.0, deadline - time.monotonic()), check=False,
                        env={**os.environ, "PYTHONHASHSEED": "0"})
     except subprocess.TimeoutExpired:
         raise InstallError("byte-compiling the environment timed out; raise the timeout") from None
@@ -667,6 +730,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds for the whole install")
     parser.add_argument("--cache-dir", type=Path, help="where to make this run's fresh download folder")
     parser.add_argument("--no-pip", action="store_true", help="skip the pip entries")
+    parser.add_argument("--add", action="store_true",
+                        help="add to the environment in --prefix (keep what it holds; compile only new files)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser
 
@@ -681,6 +746,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout=args.timeout,
             cache_dir=args.cache_dir,
             pip=not args.no_pip,
+            add=args.add,
         )
     except InstallError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -117,6 +117,10 @@ def test_images_lists_what_was_built_with_its_lock(built, world_env) -> None:
     assert set(rows) >= {"cpu", "cuda12.9"}
     assert rows["cpu"]["lock_hash"] == built["cpu"]["lock_hash"]
     assert f"{world_env.name}:2.13.0-cuda12.9" in rows["cuda12.9"]["tags"]
+    # the env in layers by group, CUDA libraries before torch before the rest, as the build reported them
+    layers = rows["cuda12.9"]["env_layers"]
+    assert [layer["group"] for layer in layers][:3] == ["bootstrap", "cuda", "torch"]
+    assert layers == built["cuda12.9"]["env_layers"]
 
 
 def skopeo_inspect(reference: str) -> dict:
@@ -131,17 +135,22 @@ def skopeo_inspect(reference: str) -> dict:
 def test_push_to_the_loopback_registry_and_pull_back(built, world_env, client) -> None:
     registry = os.environ.get("ENVBUILD_TEST_REGISTRY", "127.0.0.1:5000")
     team = f"{registry}/team-{uuid.uuid4().hex[:6]}"
-    report = world_env.build("12.9", extra=("--push", team))[0]
-    pushed = report["pushed"]
+    result = world_env.build("12.9", extra=("--push", team))[0]
+    pushed = result["pushed"]
     remote = f"{team}/{world_env.name}:2.13.0-cuda12.9"
     assert remote in pushed and len(pushed) == 2
+    # every layer accounted for (sent, or already there: the registry may hold a layer of an earlier run)
+    assert result["push_sent_bytes"] + result["push_reused_bytes"] > 0.9 * result["env_layer_size"]
+    again = world_env.build("12.9", extra=("--push", team))[0]  # the same image: nothing left to send
+    assert again["push_sent_bytes"] == 0
+    assert again["push_reused_bytes"] == result["push_sent_bytes"] + result["push_reused_bytes"]
     local = client.api.inspect_image(remote)
     digest_before = local["Id"]
     # A registry client that is not Docker reads the same manifest, labels and platform back.
     seen = skopeo_inspect(remote)
     assert f"{team}/{world_env.name}@{seen['Digest']}" in local["RepoDigests"]
     # What CI smoke jobs pull: the digest the registry reported, the one skopeo reads back.
-    assert report["pushed_by_digest"] == f"{team}/{world_env.name}@{seen['Digest']}"
+    assert result["pushed_by_digest"] == f"{team}/{world_env.name}@{seen['Digest']}"
     assert seen["Labels"] == local["Config"]["Labels"] and seen["Labels"]["io.envbuild.target"] == "cuda12.9"
     assert (seen["Os"], seen["Architecture"]) == ("linux", "amd64") and len(seen["Layers"]) == len(
         local["RootFS"]["Layers"])
@@ -152,9 +161,9 @@ def test_push_to_the_loopback_registry_and_pull_back(built, world_env, client) -
     client.images.remove(remote)
     from builder.image.build import pull_reference
 
-    assert pull_reference(report["pushed_by_digest"]) == report["pushed_by_digest"]
-    assert client.api.inspect_image(report["pushed_by_digest"])["Id"] == digest_before
-    client.images.remove(report["pushed_by_digest"])
+    assert pull_reference(result["pushed_by_digest"]) == result["pushed_by_digest"]
+    assert client.api.inspect_image(result["pushed_by_digest"])["Id"] == digest_before
+    client.images.remove(result["pushed_by_digest"])
 
 
 def test_failed_build_tags_nothing_and_leaves_no_container(built, world_env, client) -> None:

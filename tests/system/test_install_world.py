@@ -118,6 +118,26 @@ def test_reinstalling_into_the_same_prefix_reads_its_conda_meta(tmp_path: Path, 
 
 
 @pytest.mark.world
+def test_add_keeps_what_the_prefix_holds_and_touches_none_of_it(tmp_path: Path, lockfile: Path) -> None:
+    """An image's later layer groups: each install adds its packages to the prefix; rattler would
+    otherwise make the prefix hold exactly the records it is given and unlink the earlier group."""
+    document = yaml.safe_load(lockfile.read_text())
+    first, rest = document["package"][:2], document["package"][2:]
+    prefix = tmp_path / "env"
+    out = call_installer("install_lock", write_lock(tmp_path / "first.yml", {**document, "package": first}),
+                         prefix=prefix)
+    assert "result" in out, out
+    before = {p: p.stat().st_ctime_ns for p in prefix.rglob("*") if p.is_file() and "conda-meta" not in p.parts}
+    added = call_installer("install_lock", write_lock(tmp_path / "rest.yml", {**document, "package": rest}),
+                           prefix=prefix, add=True)
+    assert "result" in added and added["result"]["conda_packages"] == len(rest), added
+    metas = {json.loads(p.read_text())["name"] for p in (prefix / "conda-meta").glob("*.json")}
+    assert metas == {p["name"] for p in document["package"]}
+    # the first group's files are where they were, never relinked (a layer would copy them up)
+    assert {p: p.stat().st_ctime_ns for p in before} == before
+
+
+@pytest.mark.world
 def test_install_over_http(tmp_path: Path, channel: tuple[Path, dict[str, Path]]) -> None:
     root, files = channel
     with serve_directory(root) as url:

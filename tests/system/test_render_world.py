@@ -43,7 +43,9 @@ def test_docker_build_of_the_rendered_folder_works(docker_world, tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["buildable"] is True
     context = tmp_path / "ctx"
-    for part in ("Dockerfile", ".dockerignore", "envbuild/plan.json", "envbuild/installer/builder/lock/install.py"):
+    installer = "envbuild/layers/installer/opt/envbuild/installer"
+    for part in ("Dockerfile", ".dockerignore", "envbuild/plan.json", f"{installer}/builder/lock/install.py",
+                 f"{installer}/rattler.zip", "envbuild/layers/rest/opt/envbuild/plans/rest.json"):
         assert (context / part).is_file(), part
     tag = f"{name}:rendered"
     try:

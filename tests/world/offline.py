@@ -23,8 +23,9 @@ PIP_INDEX = f"{WORLD}/pypi/simple"
 CUDA_TORCH_SPEC = FIXTURES / "specs" / "torch-cuda-pip.yaml"
 RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
 BUILDER_BASE = os.environ.get("ENVBUILD_TEST_BUILDER_IMAGE", "local/debian:bookworm-python")
-# What building the CUDA_TORCH_SPEC image takes of the engine's disk at its peak: its 5.8 GB env three
-# times (the builder stage, the layer committed from it, the final stage's copy), measured 17.1 GB.
+# What building the CUDA_TORCH_SPEC image takes of the engine's disk at its peak, kept from when the
+# 5.8 GB env was there three times (builder stage, its commit, the final stage's copy: 17.1 GB
+# measured). Now each layer group exists twice only while its step commits: an upper bound.
 CUDA_TORCH_BUILD_BYTES = 19 * 10**9
 
 

@@ -76,12 +76,37 @@ def test_dockerfile_shape() -> None:
     assert 'NVIDIA_REQUIRE_CUDA="cuda>=12.0"' in dockerfile  # minor-version compatibility
     assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in dockerfile
     # The environment layer comes before what changes often.
-    assert dockerfile.index("COPY --from=env-builder") < dockerfile.index("COPY smoke/")
+    assert dockerfile.index("--plan /opt/envbuild/plans/rest.json") < dockerfile.index("COPY smoke/")
     assert dockerfile.index("COPY smoke/") < dockerfile.rindex("LABEL ")
     assert "USER 1000" in dockerfile
     # no label whose value only a build could fill in (a plain `docker build` would leave it empty)
     assert "ARG " not in dockerfile and "lock-hash" not in dockerfile and "image.created" not in dockerfile
     assert 'io.envbuild.lock-hash="' + "ab" * 32 + '"' in render_target(cuda, "ab" * 32).dockerfile
+
+
+def test_environment_layers_come_in_group_order_each_after_its_own_plan() -> None:
+    """Bootstrap in the builder stage, then one RUN per group, each preceded by the COPY of only its
+    plan; the installer leaves before the smoke suite comes."""
+    dockerfile = render_target(next(t for t in default_targets() if t.key == "cuda12.9")).dockerfile
+    builder_stage, runtime_stage = dockerfile.split("\nFROM ", 2)[1:]
+    assert "--plan /opt/envbuild/plans/bootstrap.json" in builder_stage and "--staging /out/opt/env" in builder_stage
+    lines = runtime_stage.splitlines()
+    copies = [line for line in lines if line.startswith("COPY envbuild/layers/")]
+    assert copies == ["COPY envbuild/layers/installer/ /", "COPY envbuild/layers/cuda/ /",
+                      "COPY envbuild/layers/torch/ /", "COPY envbuild/layers/torch-deps/ /",
+                      "COPY envbuild/layers/rest/ /"]
+    groups = ("cuda", "torch", "torch-deps", "rest")
+    positions = [runtime_stage.index(f"--plan /opt/envbuild/plans/{group}.json") for group in groups]
+    assert positions == sorted(positions)
+    for group in groups:
+        copy = runtime_stage.index(f"COPY envbuild/layers/{group}/ /")
+        assert runtime_stage.index(f"--plan /opt/envbuild/plans/{group}.json") > copy
+    assert runtime_stage.index("COPY --from=env-builder /out/ /") < runtime_stage.index("COPY envbuild/layers/cuda/")
+    cleanup = runtime_stage.index("rm -rf /opt/envbuild/installer /opt/envbuild/plans")
+    assert positions[-1] < cleanup < runtime_stage.index("COPY smoke/")
+    # every group's RUN installs with the env's own python, adds to the prefix, stamps only what it changed
+    assert runtime_stage.count("/opt/env/bin/python -m builder.lock.install --add") == 4
+    assert runtime_stage.count("-cnewer /tmp/envbuild-start") == 4
 
 
 def test_ca_certificates_go_into_both_stages(tmp_path: Path) -> None:
