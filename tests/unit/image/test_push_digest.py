@@ -23,6 +23,14 @@ class Api:
     def tag(self, image: str, repository: str, tag: str) -> None:
         pass
 
+    # The one layer the stream below pushes, as the engine describes the image (diff id, and the history
+    # line that made it): push_image counts the bytes it sent from these.
+    def inspect_image(self, image: str) -> dict:
+        return {"RootFS": {"Layers": ["sha256:5f70bf18a086" + "0" * 52]}}
+
+    def history(self, image: str) -> list[dict]:
+        return [{"CreatedBy": "/bin/sh -c install", "Size": 1574}]
+
     def push(self, repository: str, tag: str, stream: bool, decode: bool):
         yield {"status": f"The push refers to repository [{repository}]"}
         yield {"status": "Pushed", "progressDetail": {}, "id": "5f70bf18a086"}
@@ -50,6 +58,12 @@ def test_push_reports_the_digest_the_registry_gave() -> None:
                                                                               "Size": 1574}))
     assert pushed.references == ["registry.example.org/ml/team:2.13.0-cpu", "registry.example.org/ml/team:abc"]
     assert pushed.by_digest == f"registry.example.org/ml/team@{DIGEST}"
+
+
+def test_push_counts_the_bytes_it_sent() -> None:
+    pushed_result = result()
+    push_image(pushed_result, "registry.example.org/ml", client=client(None))
+    assert (pushed_result.push_sent_bytes, pushed_result.push_reused_bytes) == (1574, 0)
 
 
 @pytest.mark.parametrize("aux", [None, {"Tag": "x", "Digest": "sha256:short"}, {"Tag": "x"}])
