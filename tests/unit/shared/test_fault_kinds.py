@@ -207,3 +207,52 @@ def test_an_interrupted_onboard_puts_the_old_env_back_and_drops_its_staging(tmp_
     recover_interrupted(prefix)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["env"]
     assert (prefix / "old-file").read_text() == "old"
+
+
+def test_a_registry_that_drops_the_connection_mid_push_leaves_no_tag_and_claims_no_bytes() -> None:
+    """Layers went up, then the registry cut the connection: the push fails in one line, the registry tag
+    it made is dropped, and no byte counts are reported for a push that did not finish."""
+    from builder.image.build import ImageResult, push_image
+
+    class Api:
+        def __init__(self) -> None:
+            self.tags: list[str] = []
+            self.removed: list[str] = []
+
+        def tag(self, image: str, repository: str, tag: str) -> None:
+            self.tags.append(f"{repository}:{tag}")
+
+        def push(self, repository: str, tag: str, stream: bool, decode: bool):
+            yield {"status": "Preparing", "id": "5f70bf18a086"}
+            yield {"status": "Pushed", "id": "5f70bf18a086"}
+            yield {"status": "Pushing", "id": "a3ed95caeb02", "progressDetail": {"current": 512, "total": 4096}}
+            # what the engine writes when the registry closes the connection during a blob upload
+            yield {"errorDetail": {"message": "write tcp 127.0.0.1:5000: write: broken pipe"},
+                   "error": "write tcp 127.0.0.1:5000: write: broken pipe"}
+
+        def remove_image(self, reference: str, noprune: bool) -> None:
+            self.removed.append(reference)
+
+    client = type("Client", (), {"api": Api()})()
+    result = ImageResult("cpu", "sha256:1", ["team:2.13.0-cpu"], 1, None, None, None, 0.0, "abc")
+    with pytest.raises(EnvbuildError, match="broken pipe.*docker login") as failure:
+        push_image(result, "127.0.0.1:5000/team", client=client)
+    assert "\n" not in str(failure.value) and len(str(failure.value)) < 300
+    assert client.api.removed == client.api.tags == ["127.0.0.1:5000/team/team:2.13.0-cpu"]
+    assert (result.pushed, result.push_sent_bytes, result.push_reused_bytes) == ([], None, None)
+
+
+def test_a_full_disk_during_a_layer_group_is_the_cause() -> None:
+    """The layered build installs each group in its own RUN: a full engine disk there (the download, or the
+    commit of that group's layer) is named with its fix, not the last line of the log."""
+    from builder.image.build import BUILD_CAUSES, BuildLog
+
+    log = BuildLog(lambda line: None)
+    log.feed({"stream": "Step 9/24 : RUN touch /tmp/envbuild-start  && PYTHONPATH=/opt/envbuild/installer "
+                        "/opt/env/bin/python -m builder.lock.install --plan /opt/envbuild/plans/cuda.json\n"})
+    log.feed({"stream": "downloading 31 pip package(s)\n"})
+    log.feed({"error": "failed to register layer: Error processing tar file(exit status 1): write "
+                       "/opt/env/lib/python3.11/site-packages/nvidia/cublas/lib/libcublasLt.so.13: "
+                       "no space left on device"})
+    assert log.cause() is not None and log.cause().endswith("no space left on device")
+    assert next(fix for pattern, fix in BUILD_CAUSES if pattern.search(log.cause())).startswith("free disk space")
