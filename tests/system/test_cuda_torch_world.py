@@ -2,7 +2,7 @@
 their nvidia-* wheels on the world's pip index, locked (conda part by conda-lock, pip part by uv), built
 into an image of the pip-route CUDA 13.0 target (tests/fixtures/specs/torch-cuda-pip.yaml) and smoke
 tested inside it, as a user would. No GPU needed: cuDNN loads, the compiled arch list and
-torchvision's CUDA build are read from the libraries. About 3.5 minutes, and about 17 GB of the
+torchvision's CUDA build are read from the libraries. About 2.5 minutes, and about 8 GB of the
 engine's disk at the peak of the build, all of it given back after (marker `cuda_torch`); on a disk
 with less free the build test skips and says so.
 
