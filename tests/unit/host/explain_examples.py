@@ -95,6 +95,10 @@ EXAMPLES = {
                                      "milliseconds before timing out.",
     "explain.distributed.collective-timeout": "RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in "
                                               "5000 ms",
+    "explain.distributed.port-in-use": "RuntimeError: The server socket has failed to bind to [::]:29500 (errno: 98 - "
+                                       "Address already in use).",
+    "explain.amp.autocast-disabled": "UserWarning: torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  "
+                                     "Disabling.",
     "explain.distributed.store-timeout": "torch.distributed.DistNetworkError: The client socket has timed out after "
                                          "600000ms while trying to connect to (10.0.0.1, 29500).",
     "explain.nccl.error": "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote "
