@@ -131,24 +131,28 @@ def test_only_containers_of_dead_envbuild_processes_on_this_host_are_reaped() ->
     assert client.api.removed == ["dead"]
 
 
+class RegistryApi:
+    """The engine's side of a push, replaying one push stream: records the tags made and removed."""
+
+    def __init__(self, stream: list[dict]) -> None:
+        self.stream = stream
+        self.tags: list[str] = []
+        self.removed: list[str] = []
+
+    def tag(self, image: str, repository: str, tag: str) -> None:
+        self.tags.append(f"{repository}:{tag}")
+
+    def push(self, repository: str, tag: str, stream: bool, decode: bool):
+        yield from self.stream
+
+    def remove_image(self, reference: str, noprune: bool) -> None:
+        self.removed.append(reference)
+
+
 def test_a_failed_push_drops_the_registry_tags_it_made() -> None:
     from builder.image.build import ImageResult, push_image
 
-    class Api:
-        def __init__(self) -> None:
-            self.tags: list[str] = []
-            self.removed: list[str] = []
-
-        def tag(self, image: str, repository: str, tag: str) -> None:
-            self.tags.append(f"{repository}:{tag}")
-
-        def push(self, repository: str, tag: str, stream: bool, decode: bool):
-            yield {"error": "dial tcp 127.0.0.1:1: connect: connection refused"}
-
-        def remove_image(self, reference: str, noprune: bool) -> None:
-            self.removed.append(reference)
-
-    client = type("Client", (), {"api": Api()})()
+    client = type("Client", (), {"api": RegistryApi([{"error": "dial tcp 127.0.0.1:1: connect: connection refused"}])})()
     result = ImageResult("cpu", "sha256:1", ["team:2.13.0-cpu", "team:abc"], 1, None, None, None, 0.0, "abc")
     with pytest.raises(EnvbuildError, match="connection refused.*docker login"):
         push_image(result, "127.0.0.1:1/team", client=client)
@@ -214,26 +218,13 @@ def test_a_registry_that_drops_the_connection_mid_push_leaves_no_tag_and_claims_
     it made is dropped, and no byte counts are reported for a push that did not finish."""
     from builder.image.build import ImageResult, push_image
 
-    class Api:
-        def __init__(self) -> None:
-            self.tags: list[str] = []
-            self.removed: list[str] = []
-
-        def tag(self, image: str, repository: str, tag: str) -> None:
-            self.tags.append(f"{repository}:{tag}")
-
-        def push(self, repository: str, tag: str, stream: bool, decode: bool):
-            yield {"status": "Preparing", "id": "5f70bf18a086"}
-            yield {"status": "Pushed", "id": "5f70bf18a086"}
-            yield {"status": "Pushing", "id": "a3ed95caeb02", "progressDetail": {"current": 512, "total": 4096}}
-            # what the engine writes when the registry closes the connection during a blob upload
-            yield {"errorDetail": {"message": "write tcp 127.0.0.1:5000: write: broken pipe"},
-                   "error": "write tcp 127.0.0.1:5000: write: broken pipe"}
-
-        def remove_image(self, reference: str, noprune: bool) -> None:
-            self.removed.append(reference)
-
-    client = type("Client", (), {"api": Api()})()
+    # what the engine writes when the registry closes the connection during a blob upload
+    dropped = {"errorDetail": {"message": "write tcp 127.0.0.1:5000: write: broken pipe"},
+               "error": "write tcp 127.0.0.1:5000: write: broken pipe"}
+    api = RegistryApi([{"status": "Preparing", "id": "5f70bf18a086"}, {"status": "Pushed", "id": "5f70bf18a086"},
+                       {"status": "Pushing", "id": "a3ed95caeb02", "progressDetail": {"current": 512, "total": 4096}},
+                       dropped])
+    client = type("Client", (), {"api": api})()
     result = ImageResult("cpu", "sha256:1", ["team:2.13.0-cpu"], 1, None, None, None, 0.0, "abc")
     with pytest.raises(EnvbuildError, match="broken pipe.*docker login") as failure:
         push_image(result, "127.0.0.1:5000/team", client=client)
