@@ -14,7 +14,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from builder.errors import EnvbuildError
-from builder.yamlio import load_yaml
+from builder.yamlio import data_text, load_yaml
 
 CDI = "cdi"
 GPU_CAPABILITY = "gpu-capability"
@@ -69,7 +68,7 @@ class GpuAccessData(_Frozen):
 
 @lru_cache(maxsize=1)
 def load_gpu_access_data() -> GpuAccessData:
-    text = resources.files("builder").joinpath("data/gpu_access.yaml").read_text(encoding="utf-8")
+    text = data_text("gpu_access.yaml")
     return GpuAccessData.model_validate(load_yaml(text))
 
 

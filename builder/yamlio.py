@@ -6,6 +6,7 @@ PyYAML's pure-Python loader takes a few hundred milliseconds on compat.yaml alon
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Any
 
 import yaml
@@ -15,6 +16,16 @@ SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=SafeLoader)  # noqa: S506 - a safe loader, C or Python
+
+
+def data_text(name: str) -> str:
+    """The text of one of envbuild's data files (builder/data/NAME), wherever the package is installed."""
+    return resources.files("builder").joinpath(f"data/{name}").read_text(encoding="utf-8")
+
+
+def load_data(name: str) -> Any:
+    """One of envbuild's data files, parsed."""
+    return load_yaml(data_text(name))
 
 
 class SourceFloat(float):

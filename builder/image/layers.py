@@ -12,10 +12,9 @@ import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
 from builder.lock.install import InstallPlan
-from builder.yamlio import load_yaml
+from builder.yamlio import data_text, load_yaml
 
 BOOTSTRAP = "bootstrap"
 BOOTSTRAP_ROOTS = ("python",)
@@ -44,7 +43,7 @@ def normal_name(package: str) -> str:
 @cache
 def layer_groups() -> tuple[LayerGroup, ...]:
     """The runtime-stage groups, in build order (the last one matches every name)."""
-    text = resources.files("builder").joinpath("data/layers.yaml").read_text(encoding="utf-8")
+    text = data_text("layers.yaml")
     return tuple(LayerGroup(g["name"], " ".join(g["why"].split()), tuple(g.get("patterns", ())),
                             tuple(g.get("dependencies_of", ())))
                  for g in load_yaml(text)["groups"])

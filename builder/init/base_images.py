@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 import yaml
 
 from builder.specs.compat import load_platforms
+from builder.yamlio import data_text
 
 PYTORCH_IMAGE = re.compile(
     r"(?:docker\.io/)?pytorch/pytorch:(\d+\.\d+(?:\.\d+)?)-cuda(\d+\.\d+)-cudnn\d+-(?:runtime|devel)"
@@ -45,7 +45,7 @@ class NgcRelease:
 
 @lru_cache(maxsize=1)
 def ngc_releases() -> dict[str, NgcRelease]:
-    text = resources.files("builder").joinpath("data/ngc_pytorch.yaml").read_text(encoding="utf-8")
+    text = data_text("ngc_pytorch.yaml")
     rows = yaml.safe_load(text)["releases"]
     return {str(tag): NgcRelease(str(row["cuda"]), row["torch"], str(row["source"])) for tag, row in rows.items()}
 

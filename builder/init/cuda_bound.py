@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+from builder.yamlio import data_text
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class BoundPackage:
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    text = resources.files("builder").joinpath("data/cuda_bound_packages.yaml").read_text(encoding="utf-8")
+    text = data_text("cuda_bound_packages.yaml")
     table: dict[str, Any] = yaml.safe_load(text)
     return table
 

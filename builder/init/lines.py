@@ -11,13 +11,13 @@ import fnmatch
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from builder.specs.model import Route
+from builder.yamlio import data_text
 
 Outcome = Literal["derived", "assumed", "unpinned", "dropped", "unmapped", "upgraded"]
 CPU = "cpu"
@@ -63,7 +63,7 @@ class ImportRules:
 
 @lru_cache(maxsize=1)
 def load_import_rules() -> ImportRules:
-    text = resources.files("builder").joinpath("data/import_rules.yaml").read_text(encoding="utf-8")
+    text = data_text("import_rules.yaml")
     raw = yaml.safe_load(text)
     rules = tuple(
         Rule(r["section"], tuple(r["names"]), r["action"], r.get("reason", "")) for r in raw["rules"]

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -31,6 +30,7 @@ from builder.init.read import read_source
 from builder.init.reading import ML_PACKAGES, Reading
 from builder.specs.model import EnvSpec, Route, load_spec, read_yaml_file
 from builder.specs.target import resolve_targets
+from builder.yamlio import data_text
 
 VAGUE_NAME = re.compile(r"^(env|environment|test|tmp|temp|myenv|new|base|default|foo|bar|venv)[-_]?\d*$")
 TORCH_CONDA_NAMES = {"pytorch", "torch", "pytorch-gpu", "pytorch-cpu", "pytorch-cuda", "libtorch"}
@@ -269,7 +269,7 @@ def python_end_of_life(subject: LintSubject) -> Iterator[Finding]:
 
 @lru_cache(maxsize=1)
 def python_eol() -> dict[str, date]:
-    text = resources.files("builder").joinpath("data/python_eol.yaml").read_text(encoding="utf-8")
+    text = data_text("python_eol.yaml")
     return {str(minor): date.fromisoformat(str(day)) for minor, day in yaml.safe_load(text)["end_of_life"].items()}
 
 

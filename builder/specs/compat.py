@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from importlib import resources
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from builder.specs.cuda import CudaVersion
 from builder.specs.model import Route
-from builder.yamlio import load_yaml
+from builder.yamlio import data_text, load_yaml
 
 Confidence = Literal["verified", "partly", "projected"]
 
@@ -138,7 +137,7 @@ def paired_torchvision(release: TorchRelease, torchvision: str) -> bool:
 
 @lru_cache(maxsize=1)
 def load_compat() -> CompatData:
-    text = resources.files("builder").joinpath("data/compat.yaml").read_text(encoding="utf-8")
+    text = data_text("compat.yaml")
     raw = load_yaml(text)
     conda_forge = raw.get("conda_forge_archs") or {}
     for line, row in raw.get("torch", {}).items():
@@ -150,7 +149,7 @@ def load_compat() -> CompatData:
 
 @lru_cache(maxsize=1)
 def load_platforms() -> dict[str, PlatformInfo]:
-    text = resources.files("builder").joinpath("data/platforms.yaml").read_text(encoding="utf-8")
+    text = data_text("platforms.yaml")
     raw = load_yaml(text)
     return {name: PlatformInfo.model_validate(row) for name, row in raw["platforms"].items()}
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
 from builder.specs.cuda import CudaVersion
 from builder.specs.model import Route
-from builder.yamlio import load_yaml
+from builder.yamlio import data_text, load_yaml
 
 
 class _Data(BaseModel):
@@ -40,7 +39,7 @@ class CudaBuilds(_Data):
 
 @lru_cache(maxsize=1)
 def load_cuda_builds() -> CudaBuilds:
-    text = resources.files("builder").joinpath("data/cuda_builds.yaml").read_text(encoding="utf-8")
+    text = data_text("cuda_builds.yaml")
     return CudaBuilds.model_validate(load_yaml(text))
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
-from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
 from builder.specs.model import Feature
-from builder.yamlio import load_yaml
+from builder.yamlio import data_text, load_yaml
 
 
 class FeatureData(BaseModel):
@@ -23,7 +22,7 @@ class FeatureData(BaseModel):
 
 @lru_cache(maxsize=1)
 def load_features() -> dict[Feature, FeatureData]:
-    text = resources.files("builder").joinpath("data/features.yaml").read_text(encoding="utf-8")
+    text = data_text("features.yaml")
     return {Feature(name): FeatureData.model_validate(row) for name, row in load_yaml(text).items()}
 
 

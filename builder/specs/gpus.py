@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 import yaml
+
+from builder.yamlio import data_text
 
 # Words that brand a product line rather than name the GPU ("NVIDIA Tesla V100-SXM2-16GB").
 BRAND_WORDS = {"NVIDIA", "TESLA", "GEFORCE", "QUADRO"}
@@ -23,7 +24,7 @@ def _words(name: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _models() -> list[tuple[tuple[str, ...], tuple[int, int]]]:
-    text = resources.files("builder").joinpath("data/gpus.yaml").read_text(encoding="utf-8")
+    text = data_text("gpus.yaml")
     models = yaml.safe_load(text)["models"]
     table = [(_words(name), parse_capability(str(capability))) for name, capability in models.items()]
     # Longest name first, so "A100" wins over "A10" and "RTX 6000 ADA" over "RTX 6000".
@@ -72,7 +73,7 @@ class SupportEnded:
 
 @lru_cache(maxsize=1)
 def _architecture_data() -> dict[str, object]:
-    text = resources.files("builder").joinpath("data/gpu_architectures.yaml").read_text(encoding="utf-8")
+    text = data_text("gpu_architectures.yaml")
     data: dict[str, object] = yaml.safe_load(text)
     return data
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -28,7 +27,7 @@ from builder.specs.compat import (
 from builder.specs.cuda import CudaVersion, TargetId, cuda_json, cuda_or_cpu
 from builder.specs.fleet import lowest_capability
 from builder.specs.model import CaFiles, EnvSpec, ImageRef, Images, Route, TargetSpec, checked_value
-from builder.yamlio import load_yaml
+from builder.yamlio import data_text, load_yaml
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,7 @@ def _platforms() -> dict[str, PlatformInfo]:
 
 @lru_cache(maxsize=1)
 def default_pip_index() -> str:
-    text = resources.files("builder").joinpath("data/sources.yaml").read_text(encoding="utf-8")
+    text = data_text("sources.yaml")
     return str(load_yaml(text)["pip_index"])
 
 

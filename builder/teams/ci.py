@@ -19,7 +19,6 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -33,6 +32,7 @@ from builder.specs.target import Target
 from builder.teams.install_source import InstallSource, install_source
 from builder.teams.k8s import K8sOptions, Manifests, write_manifests
 from builder.templates import render_template
+from builder.yamlio import data_text
 
 Provider = Literal["github", "gitlab"]
 PROVIDERS: tuple[Provider, ...] = ("github", "gitlab")
@@ -79,7 +79,7 @@ class Pipeline:
 
 @lru_cache(maxsize=1)
 def ci_defaults() -> dict[str, Any]:
-    text = resources.files("builder").joinpath("data/ci.yaml").read_text(encoding="utf-8")
+    text = data_text("ci.yaml")
     return yaml.safe_load(text)
 
 

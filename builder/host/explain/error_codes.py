@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from importlib import resources
 from typing import Any
 
-import yaml
+from builder.yamlio import load_data
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ class CodeTable:
 
 @lru_cache(maxsize=1)
 def load_code_tables() -> dict[str, CodeTable]:
-    raw = yaml.safe_load(resources.files("builder").joinpath("data/error_codes.yaml").read_text(encoding="utf-8"))
+    raw = load_data("error_codes.yaml")
     tables = {}
     for enum, body in raw["enums"].items():
         codes = tuple(ErrorCode(enum=enum, code=int(row["code"]), name=row["name"], meaning=row["meaning"],

@@ -7,14 +7,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any
-
-import yaml
 
 from builder.findings import Severity
 from builder.host.explain.error_codes import load_code_tables
 from builder.host.explain.message_templates import Template, compile_template
+from builder.yamlio import load_data
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,7 @@ def _source(sources: dict[str, dict[str, str]], key: str, where: str) -> dict[st
 
 @lru_cache(maxsize=1)
 def load_explain_data() -> ExplainData:
-    raw = yaml.safe_load(resources.files("builder").joinpath("data/explain_rules.yaml").read_text(encoding="utf-8"))
+    raw = load_data("explain_rules.yaml")
     sources = {key: {k: str(v) for k, v in value.items()} for key, value in raw["sources"].items()}
     families = []
     for entry in raw["families"]:
