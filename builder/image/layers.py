@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
+from packaging.utils import canonicalize_name
+
 from builder.lock.install import InstallPlan
 from builder.yamlio import data_text, load_yaml
 
@@ -37,7 +39,7 @@ class LayerGroup:
 
 def normal_name(package: str) -> str:
     """conda names and PEP 503 names in one spelling: `typing_extensions` is `typing-extensions`."""
-    return package.lower().replace("_", "-").replace(".", "-")
+    return canonicalize_name(package)
 
 
 @cache

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from builder.yamlio import data_text
@@ -46,7 +47,7 @@ def cuda_bound(text: str) -> BoundPackage | None:
         requirement = Requirement(text)
     except InvalidRequirement:
         return None
-    name = requirement.name.lower().replace("_", "-")
+    name = canonicalize_name(requirement.name)
     readers = (_by_local_tag(requirement), _by_name(name), _by_extra(name, requirement), _by_version(name, requirement))
     for found in readers:
         if found:

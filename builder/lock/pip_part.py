@@ -23,6 +23,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from builder.errors import EnvbuildError
 from builder.lock.lockfile import read_lock
 from builder.proc import ProcessTimeout, run
@@ -202,7 +204,7 @@ def pylock_packages(pylock_text: str, asked_by: Mapping[str, set[str]]) -> list[
 
 
 def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonicalize_name(name)
 
 
 def previous_pins(lock_path: Path, keep_moving: Iterable[str]) -> dict[str, list[str]]:
