@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
+from builder.lock.cuda_builds import load_cuda_builds
 from builder.lock.lockfile import CondaLock, LockedPackage
 from builder.specs.cuda import CudaVersion
-from builder.specs.cuda_builds import load_cuda_builds
 
 
 def _without_dot(version: str) -> str:

@@ -91,7 +91,7 @@ def test_one_cuda_build_passes_and_a_cuda_build_on_a_cpu_platform_does_not() -> 
 
 
 def test_the_data_names_every_companion_the_checks_know() -> None:
-    from builder.specs.cuda_builds import load_cuda_builds
+    from builder.lock.cuda_builds import load_cuda_builds
 
     data = load_cuda_builds()
     for route, pins in data.routes.items():
