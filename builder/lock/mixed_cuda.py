@@ -11,17 +11,16 @@ from builder.lock.lockfile import CondaLock, LockedPackage
 from builder.specs.cuda import CudaVersion
 
 
-def _without_dot(version: str) -> str:
-    """`12.9` -> `129`, as build strings write the CUDA of a locked package (read from its files, not parsed)."""
-    return version.replace(".", "")
+def _read(written: str) -> CudaVersion:
+    """A build string's CUDA as the data's patterns capture it: dotted (`12.1`) or digits only (`129`)."""
+    return CudaVersion.parse(written) if "." in written else CudaVersion.from_digits(written)
 
 
-def cuda_of(package: LockedPackage) -> str | None:
-    """The CUDA a locked package was built for, without its dot (`129`), or None (CPU, or not one
-    of the packages built per CUDA)."""
+def cuda_of(package: LockedPackage) -> CudaVersion | None:
+    """The CUDA a locked package was built for, or None (CPU, or not one of the packages built per CUDA)."""
     data = load_cuda_builds().checked
     if package.name in data.version_packages:
-        return _without_dot(".".join(package.version.split(".")[:2]))
+        return CudaVersion.from_release(package.version)
     if package.name not in data.packages:
         return None
     if package.manager == "pip":
@@ -31,7 +30,7 @@ def cuda_of(package: LockedPackage) -> str | None:
     for pattern in patterns:
         found = re.search(pattern, subject)
         if found:
-            return _without_dot(found.group(1))
+            return _read(found.group(1))
     return None
 
 
@@ -44,19 +43,10 @@ def mixed_cuda_builds(lock: CondaLock, expected: dict[str, CudaVersion | None]) 
         wrong = []
         for package in lock.for_platform(platform):
             found = cuda_of(package)
-            if found is not None and found != (want.digits if want else None):
-                wrong.append(f"{package.name} {package.version} {package.build or ''}".rstrip()
-                             + f" (CUDA {_dotted(found)})")
+            if found is not None and found != want:
+                wrong.append(f"{package.name} {package.version} {package.build or ''}".rstrip() + f" (CUDA {found})")
         if wrong:
             wanted = f"CUDA {want}" if want else "no CUDA build"
             problems.append(f"{platform}: the target needs {wanted}, but locked {', '.join(wrong)}")
     return problems
 
-
-def _dotted(cuda_digits: str) -> str:
-    """`129` -> `12.9`, `1210` -> `12.10`, `92` -> `9.2`: CUDA majors from 10 on have two digits, so with three
-    or more digits the major is the first two (splitting off the last digit showed 12.10 as 121.0)."""
-    if len(cuda_digits) < 2:
-        return cuda_digits
-    major = 2 if len(cuda_digits) >= 3 else 1
-    return f"{cuda_digits[:major]}.{cuda_digits[major:]}"

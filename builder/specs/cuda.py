@@ -18,6 +18,14 @@ from builder.errors import UsageError
 CPU = "cpu"  # how the spec, `--cuda` and image labels name the target without CUDA
 # Major and minor as CUDA numbers them, without leading zeros (`12.06` names no CUDA release).
 _VERSION = re.compile(r"([1-9][0-9]?)\.(0|[1-9][0-9]?)")
+# The foreign spellings, each read in one place below: a wheel index or tag (`cu121`), a wheel's local
+# version (`+cu118`), a conda build string (`cuda126_...`, `cuda118py311...`, legacy `py3.10_cuda11.8_...`),
+# a CUDA component's release (`12.1.105`).
+_DIGITS = re.compile(r"[1-9][0-9]{1,3}")
+_TAG = re.compile(r"cu([1-9][0-9]{1,3})")
+_WHEEL_LOCAL = re.compile(r"(?:.*\+)?cu([1-9][0-9]{1,3})(?:\.[A-Za-z0-9.]*)?")
+_BUILD = re.compile(r"(?:^|[_.\-])cuda(?:([1-9][0-9]?\.(?:0|[1-9][0-9]?))|([1-9][0-9]{1,3}))(?![0-9])")
+_RELEASE = re.compile(r"([1-9][0-9]?)\.(0|[1-9][0-9]?)(?:\.[0-9]+)*")
 
 
 @dataclass(frozen=True, order=True)
@@ -34,8 +42,58 @@ class CudaVersion:
             raise UsageError(f"{text!r} is not a CUDA version like 12.6")
         return cls(int(found[1]), int(found[2]))
 
+    @classmethod
+    def from_digits(cls, digits: str) -> CudaVersion:
+        """`121` -> 12.1, `92` -> 9.2, `1210` -> 12.10: CUDA majors from 10 on have two digits, and no CUDA
+        before 10 had a two-digit minor, so the number of digits decides where the major ends."""
+        if _DIGITS.fullmatch(digits) is None:
+            raise UsageError(f"{digits!r} is not a CUDA version written without its dot, like 121")
+        split = 1 if len(digits) == 2 else 2
+        minor = digits[split:]
+        if len(minor) > 1 and minor.startswith("0"):
+            raise UsageError(f"{digits!r} is not a CUDA version written without its dot, like 121")
+        return cls(int(digits[:split]), int(minor))
+
+    @classmethod
+    def from_tag(cls, tag: str) -> CudaVersion:
+        """`cu121` (a PyTorch wheel index's last path part, a wheel tag) -> 12.1."""
+        found = _TAG.fullmatch(tag)
+        if found is None:
+            raise UsageError(f"{tag!r} is not a CUDA tag like cu121")
+        return cls.from_digits(found[1])
+
+    @classmethod
+    def from_wheel_local(cls, version: str) -> CudaVersion | None:
+        """`2.1.0+cu118` or `+cu118` -> 11.8; None when the local version names no CUDA (`+cpu`, none)."""
+        found = _WHEEL_LOCAL.fullmatch(version if "+" in version else "+" + version.lstrip("+"))
+        if found is None or "+" not in found[0]:
+            return None
+        return cls.from_digits(found[1])
+
+    @classmethod
+    def from_build(cls, build: str) -> CudaVersion | None:
+        """A conda build string's CUDA: `cuda126_py312h...` -> 12.6, `cuda118py311h...` -> 11.8,
+        `py3.10_cuda11.8_cudnn8.7.0_0` -> 11.8; None for a build that names no CUDA (`cpu_...`, `cuda_...`)."""
+        found = _BUILD.search(build)
+        if found is None:
+            return None
+        return cls.parse(found[1]) if found[1] else cls.from_digits(found[2])
+
+    @classmethod
+    def from_release(cls, release: str) -> CudaVersion:
+        """`12.1.105` (a CUDA component's version, nvcc's `release 12.1, V12.1.105`) -> 12.1."""
+        found = _RELEASE.fullmatch(release)
+        if found is None:
+            raise UsageError(f"{release!r} is not a CUDA release like 12.1.105")
+        return cls(int(found[1]), int(found[2]))
+
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"
+
+    @property
+    def tag(self) -> str:
+        """`cu129`: how PyTorch's wheel indexes and local versions write it."""
+        return f"cu{self.digits}"
 
     @property
     def digits(self) -> str:

@@ -44,15 +44,15 @@ def test_companions_the_spec_lists_get_the_targets_cuda_build() -> None:
 @pytest.mark.parametrize(
     ("name", "manager", "version", "filename", "cuda"),
     [
-        ("pytorch", "conda", "2.13.0", "pytorch-2.13.0-cuda129_py311_h1a2b3c4_300.conda", "129"),
-        ("torchvision", "conda", "0.28.0", "torchvision-0.28.0-cuda126_py311_h9025a42_300.conda", "126"),
-        ("torchaudio", "conda", "2.5.1", "torchaudio-2.5.1-cuda_126py310ha9f3ce5_0.conda", "126"),
+        ("pytorch", "conda", "2.13.0", "pytorch-2.13.0-cuda129_py311_h1a2b3c4_300.conda", "12.9"),
+        ("torchvision", "conda", "0.28.0", "torchvision-0.28.0-cuda126_py311_h9025a42_300.conda", "12.6"),
+        ("torchaudio", "conda", "2.5.1", "torchaudio-2.5.1-cuda_126py310ha9f3ce5_0.conda", "12.6"),
         ("pytorch", "conda", "2.13.0", "pytorch-2.13.0-cpu_py311_h1a2b3c4_100.conda", None),
-        ("pytorch", "conda", "2.5.1", "pytorch-2.5.1-py3.11_cuda12.1_cudnn9.1.0_0.tar.bz2", "121"),
-        ("torchvision", "conda", "0.20.1", "torchvision-0.20.1-py311_cu121.tar.bz2", "121"),
-        ("pytorch-cuda", "conda", "12.4", "pytorch-cuda-12.4-h1a2b3c4_0.tar.bz2", "124"),
-        ("cuda-version", "conda", "12.9", "cuda-version-12.9-h1a2b3c4_3.conda", "129"),
-        ("torch", "pip", "2.13.0+cu126", "torch-2.13.0+cu126-cp311-cp311-linux_x86_64.whl", "126"),
+        ("pytorch", "conda", "2.5.1", "pytorch-2.5.1-py3.11_cuda12.1_cudnn9.1.0_0.tar.bz2", "12.1"),
+        ("torchvision", "conda", "0.20.1", "torchvision-0.20.1-py311_cu121.tar.bz2", "12.1"),
+        ("pytorch-cuda", "conda", "12.4", "pytorch-cuda-12.4-h1a2b3c4_0.tar.bz2", "12.4"),
+        ("cuda-version", "conda", "12.9", "cuda-version-12.9-h1a2b3c4_3.conda", "12.9"),
+        ("torch", "pip", "2.13.0+cu126", "torch-2.13.0+cu126-cp311-cp311-linux_x86_64.whl", "12.6"),
         ("torch", "pip", "2.13.0+cpu", "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl", None),
         # not one of the packages built per CUDA: its build string is its own business
         ("jaxlib", "conda", "0.4.30", "jaxlib-0.4.30-cuda120py311h1a2b3c4_200.conda", None),
@@ -61,7 +61,7 @@ def test_companions_the_spec_lists_get_the_targets_cuda_build() -> None:
 def test_cuda_of_reads_the_build(name, manager, version, filename, cuda) -> None:
     package = LockedPackage(name=name, version=version, manager=manager, platform="linux-64",
                             url=f"http://channel.example/linux-64/{filename}")
-    assert cuda_of(package) == cuda
+    assert cuda_of(package) == (CudaVersion.parse(cuda) if cuda else None)
 
 
 def _lock(*packages: tuple[str, str, str]) -> CondaLock:
