@@ -6,6 +6,7 @@ environment, whose filters make every value one YAML scalar (or one comment line
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -34,8 +35,6 @@ OWNED_MANIFEST = ".envbuild-written.json"
 
 
 def _digest(path: Path) -> str:
-    import hashlib
-
     if path.is_symlink():
         return "link:" + os.readlink(path)
     return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -20,7 +20,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from builder.engine import engine_address, engine_error, engine_failures
 from builder.errors import EnvbuildError
+from builder.safe_io.reading import read_bounded
 from builder.yamlio import data_text, load_yaml
 
 CDI = "cdi"
@@ -201,8 +203,6 @@ def gpu_refusal(message: str, devices: Sequence[str] = ()) -> GpuRefusal | None:
 def read_cdi_devices(folders: Sequence[str]) -> tuple[str, ...]:
     """The CDI device names (`kind=name`) the spec files in `folders` declare, as an engine on this
     machine would read them; unreadable or malformed files are skipped, as the engine does."""
-    from builder.safe_io.reading import read_bounded
-
     names: list[str] = []
     for folder in folders:
         try:
@@ -230,8 +230,6 @@ def engine_gpu_access(version: Mapping[str, Any], info: Mapping[str, Any],
                       local_engine: bool | None = None) -> GpuAccess:
     """The decision for an engine's answers; its spec folders are read here only when the engine does not
     list its CDI devices and runs on this machine (a unix socket, unless `local_engine` says)."""
-    from builder.engine import engine_address
-
     facts = EngineGpuFacts.from_engine(version, info)
     local = None
     if local_engine is None:
@@ -243,8 +241,6 @@ def engine_gpu_access(version: Mapping[str, Any], info: Mapping[str, Any],
 
 def client_gpu_access(client) -> GpuAccess:
     """The decision for the engine `client` talks to (two small API calls)."""
-    from builder.engine import engine_error, engine_failures
-
     try:
         version, info = client.version(), client.info()
     except engine_failures() as exc:

@@ -102,7 +102,6 @@ def targets(spec: Path, as_json: bool) -> None:
 def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bool) -> None:
     """Check PATH, a spec or an environment file you have (environment.yml, requirements.txt,
     conda-lock.yml, Dockerfile); exit 1 when an error is found."""
-    from builder.errors import UsageError
     from builder.findings import findings_to_json
     from builder.init.lint import LINT, lint_path
 
@@ -541,7 +540,6 @@ def ci(provider: str, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
        as_json: bool) -> None:
     """Write a GitHub or GitLab pipeline (lock check, a build per target, GPU and CPU smoke jobs), or
     Kubernetes Jobs that smoke-test each CUDA target's pushed image on a cluster's GPUs (k8s)."""
-    from builder.errors import UsageError
     from builder.teams.ci import K8S, CiOptions, Provider, parse_labels, write_k8s_jobs, write_pipeline
     from builder.teams.k8s import K8sOptions, parse_images
 

@@ -8,6 +8,8 @@ the NVIDIA variables, the environment) before what changes often (the smoke suit
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -208,9 +210,6 @@ MAX_CA_BYTES = 4 * 1024 * 1024
 def check_ca_file(path: Path, shown: str) -> None:
     """Only PEM certificates go into an image: never a private key (it would ship in every layer
     copy of the image), a DER file or anything else someone pointed --ca-cert at by mistake."""
-    import base64
-    import binascii
-
     try:
         data = read_bounded(path, MAX_CA_BYTES, "CA file")
     except UsageError as exc:

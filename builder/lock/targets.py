@@ -21,6 +21,8 @@ import shlex
 import shutil
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -399,9 +401,6 @@ def probe_sources(target: Target, timeout: float | None = None) -> str | None:
 
 @functools.lru_cache(maxsize=64)
 def _probe(url: str, timeout: float) -> str | None:
-    import urllib.error
-    import urllib.request
-
     shown = url.rsplit("/noarch/", 1)[0]
     silent = (f"{shown} accepted the connection but did not answer within {timeout:g} s "
               f"({CHANNEL_TIMEOUT_ENV} sets the wait)")

@@ -26,7 +26,7 @@ def acquire_lock(path: Path, timeout: float, waiting: Callable[[], None],
     process holds it, `timed_out()` is raised after `timeout` seconds. Its last holder removes the
     file (release_lock), and one who waited on the removed file tries again on the new one, so no
     lock file stays behind."""
-    import fcntl
+    import fcntl  # POSIX only: imported where the lock is taken, so importing this module works on Windows
 
     deadline = time.monotonic() + timeout
     said = False

@@ -22,13 +22,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from builder import __version__, envvars, proc
+from builder.engine import EngineUnreachable, docker_client
 from builder.errors import EnvbuildError, UsageError
-from builder.gpu_access import GpuAccess, docker_run_gpu_flag
+from builder.gpu_access import GpuAccess, client_gpu_access, docker_run_gpu_flag
 from builder.host.doctor import (
     MINOR_COMPAT,
     NEEDS_FIX,
@@ -561,9 +563,6 @@ def pull_image(target: Target, registry: str, client=None) -> str:
 
 def gpu_access_here() -> GpuAccess | None:
     """How this host's engine takes GPUs, or None when no engine answers (the run line then says --gpus all)."""
-    from builder.engine import EngineUnreachable, docker_client
-    from builder.gpu_access import client_gpu_access
-
     try:
         client = docker_client(timeout=10)
     except EngineUnreachable:
@@ -603,8 +602,6 @@ def onboard_image(targets: Sequence[Target], *, asked: bool, pull: str | None = 
                   locks: LockPolicy = LockPolicy(), options: BuildOptions | None = None, progress=None,
                   echo: Callable[[str], None] = lambda line: None) -> ImageOnboardResult:
     """The image path: pull the target's image from a registry, or build it; then how to run it."""
-    from contextlib import nullcontext
-
     started = time.monotonic()
     choice, _ = choose_for_this_host(targets, asked, "linux-64")
     echo(f"target {choice.target.key}: {choice.reason}")
