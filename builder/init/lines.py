@@ -16,11 +16,11 @@ from typing import Literal
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from builder.specs.cuda import CPU
 from builder.specs.model import Route
 from builder.yamlio import data_text
 
 Outcome = Literal["derived", "assumed", "unpinned", "dropped", "unmapped", "upgraded"]
-CPU = "cpu"
 SOME_CUDA = "cuda"  # a CUDA build without a version (`pytorch-gpu`, `pytorch=*=cuda*`)
 
 CONDA_TORCH = {"pytorch", "torch"}

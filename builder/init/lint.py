@@ -25,9 +25,10 @@ from builder.host.fleet import fleet_problems, spec_hosts
 from builder.init.choose import draft_from_environment
 from builder.init.cuda_bound import cuda_bound
 from builder.init.facts import stated_cuda
-from builder.init.lines import CPU, python_minor
+from builder.init.lines import python_minor
 from builder.init.read import read_source
 from builder.init.reading import ML_PACKAGES, Reading
+from builder.specs.cuda import CPU
 from builder.specs.model import EnvSpec, Route, load_spec, read_yaml_file
 from builder.specs.target import resolve_targets
 from builder.yamlio import data_text

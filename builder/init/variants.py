@@ -21,10 +21,10 @@ from packaging.specifiers import SpecifierSet
 
 from builder.errors import UsageError
 from builder.init.choose import TORCH_PAIRS, SpecDraft, draft_from_environment
-from builder.init.lines import CPU, SOME_CUDA, Note, cuda_from_tag
+from builder.init.lines import SOME_CUDA, Note, cuda_from_tag
 from builder.init.reading import Hint, Reading, read_text_file
 from builder.specs.compat import CompatData, load_compat
-from builder.specs.cuda import CudaVersion
+from builder.specs.cuda import CPU, CudaVersion
 from builder.specs.gpus import parse_capability
 from builder.specs.model import Route
 from builder.specs.target import default_pip_index
@@ -236,7 +236,7 @@ def _target_of(item: _Drafted, spec: dict[str, Any], kept: list[_Drafted],
     when an earlier variant already gave that target."""
     data = item.draft.data
     label = item.variant.label
-    key = "cpu" if item.target == CPU else f"cuda{item.target}"
+    key = CPU if item.target == CPU else CudaVersion.parse(item.target).key
     earlier = next((k for k in kept if k.target == item.target), None)
     if earlier is not None:
         _add(notes, _same_target(label, key, earlier, data))

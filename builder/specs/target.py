@@ -24,7 +24,7 @@ from builder.specs.compat import (
     release_line,
     version_tuple,
 )
-from builder.specs.cuda import CudaVersion, TargetId, cuda_json, cuda_or_cpu
+from builder.specs.cuda import CPU, CudaVersion, TargetId, cuda_json, cuda_or_cpu
 from builder.specs.fleet import lowest_capability
 from builder.specs.model import CaFiles, EnvSpec, ImageRef, Images, Route, TargetSpec, checked_value
 from builder.yamlio import data_text, load_yaml
@@ -110,11 +110,11 @@ class Target:
     @property
     def conda_forge_build_prefix(self) -> str:
         """How conda-forge's pytorch build strings start for this CUDA (`cuda129`), or `cpu`."""
-        return f"cuda{self.cuda.digits}" if self.cuda else "cpu"
+        return f"cuda{self.cuda.digits}" if self.cuda else CPU
 
     @property
     def pip_tag(self) -> str:
-        return self.toolkit.pip_tag if self.toolkit else "cpu"
+        return self.toolkit.pip_tag if self.toolkit else CPU
 
     def uses_cuda_on(self, platform: str) -> bool:
         return self.cuda is not None and _platforms()[platform].cuda
@@ -249,7 +249,7 @@ def _pip_index(spec: EnvSpec, route: Route, toolkit: CudaToolkit | None, sources
     if route is not Route.PIP:
         return None
     template = sources.pip_index or spec.pip_index or default_pip_index()
-    return template.replace("{tag}", toolkit.pip_tag if toolkit else "cpu")
+    return template.replace("{tag}", toolkit.pip_tag if toolkit else CPU)
 
 
 def _warnings(release: TorchRelease) -> tuple[str, ...]:
