@@ -103,7 +103,7 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
     """Check PATH, a spec or an environment file you have (environment.yml, requirements.txt,
     conda-lock.yml, Dockerfile); exit 1 when an error is found."""
     from builder.findings import findings_to_json
-    from builder.init.lint import LINT, lint_path
+    from builder.lint.rules import LINT, lint_path
 
     if list_rules:
         rules = [{"rule": rule.id, "summary": rule.summary} for rule in LINT]
@@ -463,10 +463,12 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
          as_json: bool) -> None:
     """Write a spec: from an environment file you have (--from), or a commented starter."""
     from builder.init.importer import init_spec
+    from builder.lint.rules import lint_spec
 
     result = init_spec(source, name, out, force, upgrade)
+    findings = lint_spec(result.spec)
     if as_json:
-        reports.print_json(result.as_dict())
+        reports.print_json({**result.as_dict(), "lint": [f.as_dict() for f in findings]})
     else:
         spec = result.spec
         click.echo(f"wrote {result.path}: torch {spec.torch}, route {spec.route.value}, "
@@ -477,10 +479,10 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
                                 [[n.entry, n.outcome, n.reason] for n in result.notes])
         unmapped = result.unmapped
         click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
-        for finding in result.findings:
+        for finding in findings:
             click.echo(f"{result.path}: {finding.severity}: {finding.rule}: {finding.message}")
         click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
-    if any(f.is_error for f in result.findings):
+    if any(f.is_error for f in findings):
         raise SystemExit(1)
 
 

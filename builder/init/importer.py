@@ -26,7 +26,6 @@ from builder.errors import UsageError
 from builder.generated_files import write_new_file
 from builder.init.choose import SpecDraft, draft_from_environment, spec_name, starter_draft
 from builder.init.lines import Note, cuda_from_build, cuda_from_tag, parse_conda_line
-from builder.init.lint import Finding, lint_spec
 from builder.init.read import read_environment, read_environment_data, read_source
 from builder.init.variants import draft_from_reading
 from builder.specs.model import EnvSpec, parse_spec
@@ -47,7 +46,6 @@ class InitResult:
     spec: EnvSpec
     targets: list[Target]
     notes: tuple[Note, ...]
-    findings: tuple[Finding, ...]
     source: Path | None
 
     @property
@@ -68,7 +66,6 @@ class InitResult:
             "pip": list(self.spec.pip),
             "notes": [n.as_dict() for n in self.notes],
             "unmapped": [n.as_dict() for n in self.unmapped],
-            "lint": [f.as_dict() for f in self.findings],
         }
 
 
@@ -104,4 +101,4 @@ def init_spec(source: Path | None = None, name: str | None = None, out: Path | N
     path = out or Path("envs") / f"{spec.name}.yaml"
     write_new_file(path, text, force=force)
     spec._source = path
-    return InitResult(path, spec, targets, draft.notes, tuple(lint_spec(spec)), source)
+    return InitResult(path, spec, targets, draft.notes, source)

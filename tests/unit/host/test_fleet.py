@@ -28,7 +28,7 @@ from builder.host.fleet import (
     save_host,
     spec_hosts,
 )
-from builder.init.lint import lint_spec
+from builder.lint.rules import lint_spec
 from builder.specs.fleet import lowest_capability
 from builder.specs.gpus import capability_of, parse_capability
 from builder.specs.model import load_spec, parse_spec

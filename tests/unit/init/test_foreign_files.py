@@ -13,8 +13,8 @@ import yaml
 
 from builder.errors import UsageError
 from builder.init.facts import file_facts
-from builder.init.lint import lint_path
 from builder.init.read import read_source
+from builder.lint.rules import lint_path
 from tests import paths
 
 pytestmark = pytest.mark.unit

@@ -11,9 +11,9 @@ from builder.init.choose import draft_from_environment
 from builder.init.dockerfile import read_dockerfile_text
 from builder.init.dockerfile_vars import BuildVariables
 from builder.init.facts import file_facts
-from builder.init.lint import lint_reading
 from builder.init.read_requirements import read_requirements, read_requirements_text
 from builder.init.requirements_file import parse_requirements_text
+from builder.lint.rules import lint_reading
 
 pytestmark = pytest.mark.unit
 

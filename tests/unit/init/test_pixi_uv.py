@@ -25,8 +25,8 @@ from click.testing import CliRunner
 from builder.cli.commands import cli
 from builder.errors import UsageError
 from builder.init.importer import init_spec
-from builder.init.lint import lint_path
 from builder.init.pixi_manifest import PIXI_TABLES
+from builder.lint.rules import lint_path
 from builder.specs.model import load_spec
 from builder.specs.target import Sources, resolve_targets
 from builder.teams.export import render_pixi, write_export

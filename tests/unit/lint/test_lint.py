@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from builder.cli.commands import cli
 from builder.findings import Severity
-from builder.init.lint import LINT, lint_path, lint_reading, lint_spec
 from builder.init.read import read_conda_lock_data, read_environment_data
 from builder.init.read_requirements import read_requirements_text
+from builder.lint.rules import LINT, lint_path, lint_reading, lint_spec
 from builder.specs.model import parse_spec
 from tests import paths
 
