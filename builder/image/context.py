@@ -17,11 +17,11 @@ from typing import Any
 
 import builder
 from builder.errors import EnvbuildError
+from builder.formats.conda_lock import CondaLock, lockfile_sha256, read_lock
 from builder.generated_files import write_owned_folder
 from builder.image.layers import BOOTSTRAP, runtime_steps, split_plan
 from builder.image.render import LAYER_EPOCH, RenderedEnv, layer_source, render_target, write_context
 from builder.lock.install import RUNS_ALONE_WITH, InstallPlan, export_platform_plan
-from builder.lock.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.lock.targets import check_targets
 from builder.specs.target import Target
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import UsageError
+from builder.formats.conda_lock import LockedPackage, parse_lock
 from builder.init.dockerfile import read_dockerfile
 from builder.init.pixi_lock import read_pixi_lock_data
 from builder.init.pixi_manifest import read_pixi_manifest_data
@@ -22,6 +23,7 @@ from builder.init.read_requirements import read_requirements
 from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 from builder.init.uv_project import read_pyproject_data
 from builder.init.variants import read_toml_file
+from builder.specs.cuda import CudaVersion
 from builder.specs.model import read_yaml_file
 from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, MAX_SPEC_BYTES, read_capped, read_yaml
 
@@ -88,20 +90,24 @@ def source_kind(path: Path) -> str:
 
 
 def read_conda_lock_data(data: Any, source: str) -> Reading:
-    """A conda-lock.yml of any version (the `package:` list of records): the locked torch build names the
-    route and CUDA; the rest of a lock is mostly dependencies, so no other package becomes an extra."""
+    """A team's conda-lock.yml (as formats/conda_lock.py types it): the locked torch build names the route and
+    CUDA; the rest of a lock is mostly dependencies, so no other package becomes an extra."""
     reading = Reading(source, kind="conda-lock.yml")
-    packages = data.get("package") if isinstance(data, dict) else None
-    if not isinstance(packages, list) or not all(isinstance(p, dict) for p in packages):
+    if not isinstance(data, dict) or not isinstance(data.get("package"), list):
         raise reading.fail("a conda-lock.yml has a `package:` list of locked records; this one has none")
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-    platforms = [str(p) for p in metadata.get("platforms") or []]
-    _read_locked_channels(reading, metadata.get("channels") or [])
+    # Locks older than conda-lock's format version 1 name no version and may name no platforms.
+    metadata = data.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    version = data.get("version") if isinstance(data.get("version"), int) else 0
+    lock = parse_lock({**data, "version": version, "metadata": {"platforms": [], **metadata}}, source,
+                      UsageError, "give envbuild the conda-lock.yml conda-lock wrote", versions=None)
+    platforms = lock.metadata.platforms
+    _read_locked_channels(reading, lock.metadata.channels)
     platform = "linux-64" if "linux-64" in platforms or not platforms else platforms[0]
-    records = [p for p in packages if p.get("platform", platform) == platform]
+    records = lock.for_platform(platform)
     if platforms:
         reading.platforms = [platform]
-    names = {str(p.get("name", "")).lower(): p for p in records if p.get("manager", "conda") == "conda"}
+    names = {p.name.lower(): p for p in records if p.manager == "conda"}
     _read_locked_cuda(reading, records)
     _read_locked_torch(reading, names, records)
     _read_locked_versions(reading, names)
@@ -111,63 +117,45 @@ def read_conda_lock_data(data: Any, source: str) -> Reading:
     return reading
 
 
-def _read_locked_channels(reading: Reading, channels: Any) -> None:
+def _read_locked_channels(reading: Reading, channels: list[dict]) -> None:
     for channel in channels:
-        url = channel.get("url") if isinstance(channel, dict) else channel
+        url = channel.get("url")
         if isinstance(url, str):
             read_channel_list(reading, [url.rstrip("/").rsplit("/", 1)[-1] if "://" in url else url])
 
 
-def _read_locked_cuda(reading: Reading, records: list[dict[str, Any]]) -> None:
+def _read_locked_cuda(reading: Reading, records: list[LockedPackage]) -> None:
     """The CUDA each locked package was built for, as its build string or version says."""
     for record in records:
-        name = str(record.get("name", "")).lower()
-        build = _locked_build(record) or ""
-        built_for = re.search(r"cuda(\d+\.\d+)|cuda(\d{2})(\d)(?!\d)", build)  # py3.10_cuda11.8_..., cuda118py311...
+        name = record.name.lower()
+        built_for = CudaVersion.from_build(record.build or "")
         if built_for:
-            cuda = built_for[1] or f"{int(built_for[2])}.{built_for[3]}"
-            reading.locked_cuda.append((name, cuda))
-        elif name in ("cuda-version", "cudatoolkit", "cuda-cudart") and record.get("version"):
-            reading.locked_cuda.append((name, str(record["version"])))
+            reading.locked_cuda.append((name, str(built_for)))
+        elif name in ("cuda-version", "cudatoolkit", "cuda-cudart") and record.version:
+            reading.locked_cuda.append((name, record.version))
 
 
-def _read_locked_torch(reading: Reading, names: dict[str, dict[str, Any]], records: list[dict[str, Any]]) -> None:
+def _read_locked_torch(reading: Reading, names: dict[str, LockedPackage], records: list[LockedPackage]) -> None:
     """The locked conda torch as a line with its build and channel, else a pip torch by version."""
     for name in ("pytorch", "pytorch-gpu", "pytorch-cpu"):
         if name in names:
             record = names[name]
-            build = _locked_build(record)
-            text = f"{name}={record.get('version')}" + (f"={build}" if build else "")
-            channel = _locked_channel(record)
-            read_conda_text(reading, f"{channel}::{text}" if channel else text)
+            text = f"{name}={record.version}" + (f"={record.build}" if record.build else "")
+            read_conda_text(reading, f"{record.channel}::{text}" if record.channel else text)
             break
-    pip_torch = [p for p in records if p.get("manager") == "pip" and str(p.get("name", "")).lower() == "torch"]
+    pip_torch = [p for p in records if p.manager == "pip" and p.name.lower() == "torch"]
     if "pytorch" not in names and pip_torch:
-        read_pip_text(reading, f"torch=={pip_torch[0].get('version')}")
+        read_pip_text(reading, f"torch=={pip_torch[0].version}")
 
 
-def _read_locked_versions(reading: Reading, names: dict[str, dict[str, Any]]) -> None:
+def _read_locked_versions(reading: Reading, names: dict[str, LockedPackage]) -> None:
     """The locked versions that name the CUDA, the route and torchvision, and Python's."""
     for name in ("cuda-version", "cudatoolkit", "pytorch-cuda", "cpuonly", "torchvision"):
         if name in names:
-            read_conda_text(reading, f"{name}={names[name].get('version')}")
-    python = names.get("python")
-    abi = names.get("python_abi")
-    if python or abi:
-        read_conda_text(reading, f"python={(python or abi or {}).get('version')}")
-
-
-def _locked_build(record: dict[str, Any]) -> str | None:
-    url = str(record.get("url") or "")
-    filename = url.rsplit("/", 1)[-1]
-    stem = re.sub(r"\.(conda|tar\.bz2)$", "", filename)
-    prefix = f"{record.get('name')}-{record.get('version')}-"
-    return stem[len(prefix):] if stem.startswith(prefix) else None
-
-
-def _locked_channel(record: dict[str, Any]) -> str | None:
-    match = re.search(r"://[^/]+/([^/]+)/(linux|osx|win|noarch)", str(record.get("url") or ""))
-    return match[1] if match else None
+            read_conda_text(reading, f"{name}={names[name].version}")
+    python = names.get("python") or names.get("python_abi")
+    if python:
+        read_conda_text(reading, f"python={python.version}")
 
 
 def read_environment_data(data: Any, source: str) -> Reading:

@@ -7,7 +7,7 @@ packages and keeps a wrong hash in its cache, so a shared cache could launder a 
 entries of the lock are installed after, by the environment's own pip with `--require-hashes`.
 
 This module runs in two places:
-- on the host (`install_lock`, `export_platform_plan`), which takes the lock as builder.lock.lockfile
+- on the host (`install_lock`, `export_platform_plan`), which takes the lock as builder.formats.conda_lock
   reads it (one model, one set of messages);
 - inside an image's builder stage, where only a Python >= 3.10 and the py-rattler wheel exist:
   `python -m builder.lock.install --plan plan.json --prefix /opt/env [--staging /out/opt/env]`.
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # only for annotations: the image has no pydantic, and rattler only where it links
     import rattler
 
-    from builder.lock.lockfile import CondaLock
+    from builder.formats.conda_lock import CondaLock
 
 PLAN_FORMAT = 1
 PLAN_KIND = "envbuild-install-plan"
@@ -191,7 +191,7 @@ def read_explicit(path: Path) -> InstallPlan:
 def export_platform_plan(lockfile: Path | CondaLock, platform: str, source: str = "") -> dict[str, Any]:
     """The JSON install plan (urls, sha256, md5, pip entries) of one platform of a lockfile.
 
-    Host-only: takes the lock as read once by builder.lock.lockfile.read_lock (or its path). Raises
+    Host-only: takes the lock as read once by builder.formats.conda_lock.read_lock (or its path). Raises
     EnvbuildError with one line when the file is missing, corrupted or lacks the platform.
     """
     return _host_errors(lambda: plan_from_lock(lockfile, platform, source).to_json_dict())
@@ -207,7 +207,7 @@ def plan_from_lock(lockfile: Path | CondaLock, platform: str, source: str = "") 
             if plan.platform != platform:
                 raise InstallError(f"{path}: install plan is for {plan.platform}, not {platform}")
             return plan
-        from builder.lock.lockfile import read_lock  # host-only: pydantic and YAML (which reads JSON locks too)
+        from builder.formats.conda_lock import read_lock  # host-only: pydantic and YAML (which reads JSON locks too)
 
         return _plan_from_conda_lock(read_lock(path), platform, str(path))
     return _plan_from_conda_lock(lockfile, platform, source or "the lock")

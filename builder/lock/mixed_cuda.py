@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
+from builder.formats.conda_lock import CondaLock, LockedPackage
 from builder.lock.cuda_builds import load_cuda_builds
-from builder.lock.lockfile import CondaLock, LockedPackage
 from builder.specs.cuda import CudaVersion
 
 

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 
 from builder import __version__, envvars
 from builder.errors import EnvbuildError
+from builder.formats.conda_lock import CondaLock, lockfile_sha256, read_lock
 from builder.lock.failure import explain_failure, pip_hint
 from builder.lock.inputs import (
     OWN_SOLVER,
@@ -42,7 +43,6 @@ from builder.lock.inputs import (
     stale_reasons,
 )
 from builder.lock.location import default_lock_dir
-from builder.lock.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.lock.mixed_cuda import mixed_cuda_builds
 from builder.lock.run import LOCK_FILE, Job, run_jobs, solver_service, write_conda_lock_inputs
 from builder.proc import (

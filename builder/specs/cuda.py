@@ -19,12 +19,12 @@ CPU = "cpu"  # how the spec, `--cuda` and image labels name the target without C
 # Major and minor as CUDA numbers them, without leading zeros (`12.06` names no CUDA release).
 _VERSION = re.compile(r"([1-9][0-9]?)\.(0|[1-9][0-9]?)")
 # The foreign spellings, each read in one place below: a wheel index or tag (`cu121`), a wheel's local
-# version (`+cu118`), a conda build string (`cuda126_...`, `cuda118py311...`, legacy `py3.10_cuda11.8_...`),
-# a CUDA component's release (`12.1.105`).
+# version (`+cu118`), a conda build string (`cuda126_...`, `cuda118py311...`, cupy's `py311cuda118...`,
+# legacy `py3.10_cuda11.8_...`), a CUDA component's release (`12.1.105`).
 _DIGITS = re.compile(r"[1-9][0-9]{1,3}")
 _TAG = re.compile(r"cu([1-9][0-9]{1,3})")
 _WHEEL_LOCAL = re.compile(r"(?:.*\+)?cu([1-9][0-9]{1,3})(?:\.[A-Za-z0-9.]*)?")
-_BUILD = re.compile(r"(?:^|[_.\-])cuda(?:([1-9][0-9]?\.(?:0|[1-9][0-9]?))|([1-9][0-9]{1,3}))(?![0-9])")
+_BUILD = re.compile(r"(?<![A-Za-z])cuda(?:([1-9][0-9]?\.(?:0|[1-9][0-9]?))|([1-9][0-9]{1,3}))(?![0-9])")
 _RELEASE = re.compile(r"([1-9][0-9]?)\.(0|[1-9][0-9]?)(?:\.[0-9]+)*")
 
 

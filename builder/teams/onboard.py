@@ -30,6 +30,7 @@ from typing import Any
 from builder import __version__, envvars, proc
 from builder.engine import EngineUnreachable, docker_client
 from builder.errors import EnvbuildError, UsageError
+from builder.formats.conda_lock import lockfile_sha256
 from builder.gpu_access import GpuAccess, client_gpu_access, docker_run_gpu_flag
 from builder.host.doctor import (
     MINOR_COMPAT,
@@ -45,7 +46,6 @@ from builder.image.build import pull_image as pull_registry_image
 from builder.image.pipeline import LockPolicy, build_target_image, ensure_lock
 from builder.image.smoke_run import SmokeRun, run_local
 from builder.lock.install import export_platform_plan
-from builder.lock.lockfile import lockfile_sha256
 from builder.lock.targets import conda_tool_on_path
 from builder.safe_io.reading import read_bounded
 from builder.safe_io.writing import WriteError, write_file

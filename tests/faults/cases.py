@@ -128,7 +128,7 @@ def lock_world(ws: Workspace) -> None:
 
 def with_world_lock_missing_file(ws: Workspace) -> None:
     """A lock whose one conda package URL the channel does not have (as after a mirror dropped it)."""
-    from builder.lock.lockfile import lockfile_sha256
+    from builder.formats.conda_lock import lockfile_sha256
     from builder.lock.targets import INFO_FILE, LOCK_FILE
 
     with_world_lock()(ws)

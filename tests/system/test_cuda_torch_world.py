@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.lock.lockfile import read_lock
+from builder.formats.conda_lock import read_lock
 from builder.specs.model import load_spec
 from builder.specs.target import resolve_targets
 from tests.envbuild_cli import envbuild

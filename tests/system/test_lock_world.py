@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.lock.lockfile import CondaLock, read_lock
+from builder.formats.conda_lock import CondaLock, read_lock
 from tests.paths import REPO
 from tests.world.offline import CHANNEL, PIP_INDEX, WORLD
 

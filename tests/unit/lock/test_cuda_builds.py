@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from builder.formats.conda_lock import CondaLock, LockedPackage
 from builder.image.render import render_target
-from builder.lock.lockfile import CondaLock, LockedPackage
 from builder.lock.mixed_cuda import cuda_of, mixed_cuda_builds
 from builder.specs.cuda import CudaVersion
 from builder.specs.model import parse_spec

@@ -120,8 +120,8 @@ def lock_seed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @given(data=st.data())
 def test_the_lockfile_reader_answers_a_lock_or_one_line(tmp_path_factory: pytest.TempPathFactory, lock_seed: Path,
                                                         data: st.DataObject) -> None:
+    from builder.formats.conda_lock import read_lock
     from builder.lock.install import export_platform_plan
-    from builder.lock.lockfile import read_lock
 
     content = data.draw(st.one_of(mutated([lock_seed]), st.binary(max_size=200),
                                   documents.map(lambda doc: yaml.safe_dump(doc).encode())))

@@ -53,6 +53,7 @@ def test_build_round_trip(version: CudaVersion, tail: str) -> None:
     ("cuda126_py312h0000000_300", CudaVersion.from_build, "12.6"),
     ("cuda118py311h0000000_0", CudaVersion.from_build, "11.8"),
     ("py3.10_cuda11.8_cudnn8.7.0_0", CudaVersion.from_build, "11.8"),
+    ("py311cuda118h0000000_0", CudaVersion.from_build, "11.8"),
     ("12.1.105", CudaVersion.from_release, "12.1"),
     ("12.10.0", CudaVersion.from_release, "12.10"),
 ])

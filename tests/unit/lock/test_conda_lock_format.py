@@ -1,4 +1,5 @@
-"""One lockfile model: every stage reads conda-lock.yml through builder.lock.lockfile, with one set of messages."""
+"""One lockfile model: every stage reads conda-lock.yml through builder.formats.conda_lock, with one set of
+messages."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 import yaml
 
 from builder.errors import EnvbuildError
+from builder.formats.conda_lock import read_lock
 from builder.image.context import make_context
 from builder.lock.install import export_platform_plan
-from builder.lock.lockfile import read_lock
 from builder.specs.cuda import TargetId
 from builder.specs.model import load_spec
 from builder.specs.target import resolve_targets

@@ -1,8 +1,9 @@
 """The conda-lock.yml lockfile as one typed value, read in one place with one set of messages.
 
 Every stage that needs a lock's content (the lock check, the mixed-CUDA guard, the build context and
-its install plan, onboard's install) takes a `CondaLock` from `read_lock`; nothing else parses the
-file. The model keeps what envbuild uses of conda-lock's format (version 1 on disk; version 2 has the
+its install plan, onboard's install) takes a `CondaLock` from `read_lock`, and init takes a team's own
+conda-lock.yml through `parse_lock`; nothing else parses the file (conda-lock's own models write it, in
+lock/run.py). The model keeps what envbuild uses of conda-lock's format (version 1 on disk; version 2 has the
 same package fields) and ignores the rest.
 """
 
@@ -49,6 +50,14 @@ class LockedPackage(BaseModel):
         stem = self.filename.removesuffix(".conda").removesuffix(".tar.bz2")
         return stem.rsplit("-", 1)[-1]
 
+    @property
+    def channel(self) -> str | None:
+        """The channel's name from a conda package's URL (`https://host/conda-forge/linux-64/x.conda`)."""
+        if self.manager != "conda":
+            return None
+        parts = self.url.split("#")[0].split("/")
+        return parts[-3] if len(parts) >= 5 and "://" in self.url else None
+
 
 class LockMetadata(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -75,26 +84,33 @@ READABLE_VERSIONS = (1, 2)
 
 
 def read_lock(path: Path) -> CondaLock:
-    """Parse a conda-lock.yml; anything unreadable is one clear line, never a traceback."""
+    """Parse a conda-lock.yml envbuild wrote; anything unreadable is one clear line, never a traceback."""
     if not path.is_file():
         raise EnvbuildError(f"{path}: lockfile not found; run `envbuild lock` first")
     data = read_yaml(path, "lockfile", EnvbuildError, "the lockfile is corrupted; run `envbuild lock --force`",
                      limit=MAX_LOCK_BYTES, loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
                      max_nodes=MAX_EXPANDED_NODES)
+    return parse_lock(data, str(path), EnvbuildError, "run `envbuild lock --force`")
+
+
+def parse_lock(data: object, source: str, error: type[EnvbuildError], fix: str,
+               versions: tuple[int, ...] | None = READABLE_VERSIONS) -> CondaLock:
+    """A conda-lock.yml's parsed YAML as a `CondaLock`, or one `error` line that ends with `fix`. `versions`
+    None takes any format version (a team's own lock, from any conda-lock, for the package fields alone)."""
     if not isinstance(data, dict):
-        raise EnvbuildError(f"{path}: not a conda-lock lockfile (expected a mapping with version, metadata, "
-                            "package); run `envbuild lock --force`")
-    if data.get("version") not in READABLE_VERSIONS:
-        raise EnvbuildError(f"{path}: not a conda-lock lockfile envbuild reads (format version "
-                            f"{data.get('version')!r}, expected 1); run `envbuild lock --force`")
+        raise error(f"{source}: not a conda-lock lockfile (expected a mapping with version, metadata, "
+                    f"package); {fix}")
+    if versions is not None and data.get("version") not in versions:
+        raise error(f"{source}: not a conda-lock lockfile envbuild reads (format version "
+                    f"{data.get('version')!r}, expected 1 or 2); {fix}")
     try:
         return CondaLock.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise EnvbuildError(
-            f"{path}: not a valid conda-lock lockfile, the lockfile is corrupted ({where}: {first['msg']}; "
-            f"{exc.error_count()} problem(s)); run `envbuild lock --force`"
+        raise error(
+            f"{source}: not a valid conda-lock lockfile, the lockfile is corrupted ({where}: {first['msg']}; "
+            f"{exc.error_count()} problem(s)); {fix}"
         ) from None
 
 
