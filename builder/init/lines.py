@@ -15,8 +15,11 @@ from typing import Literal
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from rattler import MatchSpec
+from rattler.exceptions import InvalidMatchSpecError
 
-from builder.specs.cuda import CPU
+from builder.errors import UsageError
+from builder.specs.cuda import CPU, CudaVersion
 from builder.specs.model import Route
 from builder.yamlio import data_text
 
@@ -89,41 +92,45 @@ class CondaLine:
 
 
 def parse_conda_line(text: str) -> CondaLine | None:
-    """A conda MatchSpec as environment.yml files write it; None when it has a form envbuild cannot read."""
-    channel = None
+    """A conda MatchSpec as environment.yml files write it, read by rattler (conda's own grammar: brackets,
+    channels with labels, `name version build`); None when rattler refuses it, it names no one package, or it
+    holds what no pin carries (alternatives, a line break, a build with spaces)."""
     body = text.strip()
-    if "::" in body:
-        channel, _, body = body.partition("::")
-    match = re.fullmatch(r"([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*(.*)", body.strip())
-    if not match or "[" in match[2] or "|" in match[2]:
+    if not body.isprintable():
         return None
-    name, rest = match[1].lower(), match[2].strip()
-    version = build = None
-    if rest.startswith("=") and not rest.startswith("=="):
-        version, _, build = rest[1:].partition("=")
-    elif rest:
-        parts = rest.split()
-        if len(parts) > 1 and parts[0] in OPERATORS:
-            parts = [parts[0] + parts[1], *parts[2:]]
-        if len(parts) > 2:
-            return None
-        version = parts[0]
-        build = parts[1] if len(parts) == 2 else None
-        # `pytorch>=2.1.0=cuda120*`, `pytorch==2.1.0=py3.10_cuda12.1_0`: a constraint, then a build
-        with_build = re.fullmatch(r"((?:==|>=|<=|!=|~=|>|<)[^=]*[^=<>!~])=([^=<>!~]+)", version)
-        if with_build:
-            version, build = with_build[1], with_build[2]
-    if version in ("*", ""):  # `torchvision=*=cuda120*`: any version, this build
-        version = None
-    return CondaLine(text, name, version or None, build or None, channel or None)
+    try:
+        spec = MatchSpec(body)
+    except (InvalidMatchSpecError, ValueError, TypeError):
+        return None
+    version = str(spec.version) if spec.version is not None else None
+    build = str(spec.build) if spec.build is not None else None
+    if spec.name is None or (version and "|" in version) or (build and " " in build):
+        return None
+    return CondaLine(text, spec.name.normalized, _as_written(version, body), build or None,
+                     spec.channel.name if spec.channel is not None else None)
+
+
+def _as_written(version: str | None, text: str) -> str | None:
+    """rattler's version in the file's own spelling where both mean the same: `=2.1.0` (rattler: 2.1.0.*) and
+    `=2.1.0=build` (rattler: ==2.1.0, a build pins one version) stay `2.1.0`; `*` is no pin."""
+    if version is None or version in ("*", ""):
+        return None
+    written = text.replace(" ", "")
+    if version.endswith(".*") and version not in written:
+        return version.removesuffix(".*")
+    if version.startswith("==") and version not in written:
+        return version.removeprefix("==")
+    return version
 
 
 def cuda_from_tag(tag: str) -> str | None:
     """`cu121` -> `12.1`, `cu118` -> `11.8`, `cpu` -> `cpu`: the wheel index and local-version tags."""
     if tag == CPU:
         return CPU
-    match = re.fullmatch(r"cu(\d+)(\d)", tag)
-    return f"{int(match[1])}.{match[2]}" if match else None
+    try:
+        return str(CudaVersion.from_tag(tag))
+    except UsageError:
+        return None
 
 
 def cuda_from_build(build: str) -> tuple[str | None, Route | None]:
@@ -132,14 +139,12 @@ def cuda_from_build(build: str) -> tuple[str | None, Route | None]:
     Legacy pytorch channel: `py3.11_cuda12.1_cudnn8.9.2_0`, `py3.11_cpu_0`. conda-forge:
     `cuda126_mkl_py311h...`, `cpu_mkl_py311h...`, and match patterns such as `cuda*` or `cuda129*`.
     """
-    legacy = re.search(r"cuda(\d+\.\d+)", build)
-    if legacy:
-        return legacy[1], Route.PYTORCH_CHANNEL
+    cuda = CudaVersion.from_build(build)
+    if cuda is not None:
+        dotted = re.search(r"cuda\d+\.\d+", build)  # the legacy channel writes the dot, conda-forge does not
+        return str(cuda), Route.PYTORCH_CHANNEL if dotted else Route.CONDA_FORGE
     if re.match(r"py\d\.\d+_cpu", build):
         return CPU, Route.PYTORCH_CHANNEL
-    compact = re.match(r"cuda(\d\d)(\d)", build)
-    if compact:
-        return f"{int(compact[1])}.{compact[2]}", Route.CONDA_FORGE
     if re.match(r"cuda(\*|_|$)", build):
         return SOME_CUDA, Route.CONDA_FORGE
     if re.match(r"cpu(\*|_|$)", build):

@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from builder.errors import UsageError
 from builder.findings import Finding, Location, RuleRegistry, Severity, sort_findings
@@ -25,7 +27,7 @@ from builder.host.fleet import fleet_problems, spec_hosts
 from builder.init.choose import draft_from_environment
 from builder.init.cuda_bound import cuda_bound
 from builder.init.facts import stated_cuda
-from builder.init.lines import python_minor
+from builder.init.lines import parse_conda_line, python_minor
 from builder.init.read import read_source
 from builder.init.reading import ML_PACKAGES, Reading
 from builder.specs.cuda import CPU
@@ -68,12 +70,28 @@ def finding(subject: LintSubject, rule: str, severity: str, message: str, fix: s
 
 
 def package_name(requirement: str) -> str:
-    name = requirement.split("::")[-1]
-    return re.split(r"[=<>!~\[\s;@]", name, maxsplit=1)[0].lower().replace("_", "-")
+    """A pip requirement's name (PEP 503 spelling), read as pip reads it where it parses."""
+    try:
+        return canonicalize_name(Requirement(requirement).name)
+    except InvalidRequirement:
+        name = requirement.split("::")[-1]
+        return canonicalize_name(re.split(r"[=<>!~\[\s;@]", name, maxsplit=1)[0])
 
 
-def _has_version(requirement: str) -> bool:
-    return bool(re.search(r"[=<>~!@]", requirement.split("::")[-1]))
+def conda_package(line: str) -> tuple[str, bool]:
+    """A conda line's package name and whether it pins a version, as conda's MatchSpec grammar reads it."""
+    parsed = parse_conda_line(line)
+    if parsed is None:
+        return package_name(line), bool(re.search(r"[=<>~!@]", line.split("::")[-1]))
+    return parsed.name, parsed.version is not None
+
+
+def _pip_pinned(requirement: str) -> bool:
+    try:
+        parsed = Requirement(requirement)
+    except InvalidRequirement:
+        return bool(re.search(r"[=<>~!@]", requirement))
+    return bool(parsed.specifier) or parsed.url is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,7 +99,7 @@ def _has_version(requirement: str) -> bool:
 
 
 def _spec_torch(spec: EnvSpec) -> tuple[list[str], list[str]]:
-    return ([p for p in spec.conda if package_name(p) in TORCH_CONDA_NAMES],
+    return ([p for p in spec.conda if conda_package(p)[0] in TORCH_CONDA_NAMES],
             [p for p in spec.pip if package_name(p) in TORCH_PIP_NAMES])
 
 
@@ -177,7 +195,7 @@ def vague_name(subject: LintSubject) -> Iterator[Finding]:
 
 @LINT.rule("lint.cuda.cudatoolkit-era", "cudatoolkit / cudatoolkit-dev: the pre-2023 way to get CUDA from conda")
 def cudatoolkit_era(subject: LintSubject) -> Iterator[Finding]:
-    names = ([package_name(p) for p in subject.spec.conda] if subject.spec is not None
+    names = ([conda_package(p)[0] for p in subject.spec.conda] if subject.spec is not None
              else subject.reading.conda_names if subject.reading is not None else [])
     old = [n for n in names if n in ("cudatoolkit", "cudatoolkit-dev")]
     if old:
@@ -238,8 +256,8 @@ def fleet_not_covered(subject: LintSubject) -> Iterator[Finding]:
 @LINT.rule("lint.packages.ml-unpinned", "ML packages without a version")
 def ml_unpinned(subject: LintSubject) -> Iterator[Finding]:
     if subject.spec is not None:
-        loose = [p for p in (*subject.spec.conda, *subject.spec.pip)
-                 if package_name(p) in ML_PACKAGES and not _has_version(p)]
+        loose = [p for p in subject.spec.conda if conda_package(p)[0] in ML_PACKAGES and not conda_package(p)[1]]
+        loose += [p for p in subject.spec.pip if package_name(p) in ML_PACKAGES and not _pip_pinned(p)]
     elif subject.reading is not None:
         loose = list(subject.reading.unpinned)
     else:

@@ -112,6 +112,10 @@ def test_unpinned_ml_packages_warn() -> None:
     assert "lint.packages.ml-unpinned" not in env_rules({"dependencies": ["pytorch=2.5.1", "cuda-version=12.6",
                                                                           "numpy"]})
     assert ("warning", "lint.packages.ml-unpinned") in findings(pip=["xformers"])
+    # conda's own grammar (rattler's MatchSpec) decides what a conda line pins, pip's what a requirement pins
+    assert ("warning", "lint.packages.ml-unpinned") in findings(conda=["transformers"])
+    assert ("warning", "lint.packages.ml-unpinned") not in findings(conda=["transformers>=4.40,<5"])
+    assert ("warning", "lint.packages.ml-unpinned") not in findings(pip=["xformers>=0.0.28"])
 
 
 def test_conda_forge_cuda_torch_without_cuda_version_warns() -> None:
