@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text
 from builder.init.variants import Variant, VariantsReading
+from builder.specs.cuda import CudaVersion
 
 LOCK_VERSIONS = (4, 5, 6, 7)
 CONDA_FILE = re.compile(r"(?P<name>.+)-(?P<version>[^-]+)-(?P<build>[^-]+)\.(conda|tar\.bz2)")
@@ -130,9 +131,9 @@ def _read_locked_conda(reading: Reading, conda: dict[str, tuple[str, str, str]])
         if name in conda:
             read_conda_text(reading, f"{name}={conda[name][0]}")
     for name, (_, build, _) in conda.items():
-        cuda = re.match(r"cuda(\d+)(\d)(?!\d)", build)
+        cuda = CudaVersion.from_build(build)
         if cuda:
-            reading.locked_cuda.append((name, f"{int(cuda[1])}.{cuda[2]}"))
+            reading.locked_cuda.append((name, str(cuda)))
     if "torchvision" in conda:
         version, build, _ = conda["torchvision"]
         read_conda_text(reading, f"torchvision={version}={build}")
