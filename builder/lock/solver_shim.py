@@ -49,13 +49,13 @@ from builder.proc import die_with_parent, exit_now
 
 # Bound at run time by _load_solver_libraries(), only for the calls that solve or install.
 if TYPE_CHECKING:
-    import asyncio  # noqa: TC004
-    import socket  # noqa: TC004
+    import asyncio
+    import socket
 
-    import rattler  # noqa: TC004
-    from rattler.exceptions import InvalidMatchSpecError, SolverError  # noqa: TC004
+    import rattler
+    from rattler.exceptions import InvalidMatchSpecError, SolverError
 
-    from builder.lock import install as installer  # noqa: TC004
+    from builder.lock import install as installer
 
 OVERRIDE_PREFIX = "CONDA_OVERRIDE_"
 # A conflict explanation conda-lock prints to the user: one screen, not a dump.

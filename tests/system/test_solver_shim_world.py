@@ -324,7 +324,7 @@ def _rehash_explicit(text: str, channel_url: str, channel_root: Path) -> str:
         if line.startswith(channel_url + "/"):
             url = line.split("#", 1)[0]
             data = (channel_root / url.removeprefix(channel_url + "/")).read_bytes()
-            line = f"{url}#{hashlib.md5(data).hexdigest()}"  # noqa: S324 - conda's md5
+            line = f"{url}#{hashlib.md5(data).hexdigest()}"  # conda's md5
         lines.append(line)
     return "\n".join(lines) + "\n"
 

@@ -21,11 +21,11 @@ class NVMLError(Exception):
     """nvidia-ml-py's base class: what callers catch."""
 
 
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 - nvidia-ml-py's own name
+class NVMLError_LibraryNotFound(NVMLError):  # nvidia-ml-py's own name
     pass
 
 
-class NVMLError_GpuIsLost(NVMLError):  # noqa: N801 - nvidia-ml-py's own name
+class NVMLError_GpuIsLost(NVMLError):  # nvidia-ml-py's own name
     pass
 
 

@@ -94,7 +94,7 @@ class ReplayedContainer:
 
 
 class NoStaleContainers:
-    def containers(self, all: bool, filters: dict) -> list:  # noqa: A002 - the SDK's keyword
+    def containers(self, all: bool, filters: dict) -> list:  # the SDK's keyword
         return []
 
 

@@ -87,7 +87,7 @@ def channel_files(root: Path, packages: list[CondaPackage]) -> dict[str, Path]:
 
 def hashes(path: Path) -> dict[str, str]:
     data = path.read_bytes()
-    return {"md5": hashlib.md5(data).hexdigest(), "sha256": hashlib.sha256(data).hexdigest()}  # noqa: S324
+    return {"md5": hashlib.md5(data).hexdigest(), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def lock_document(base_url: str, files: dict[str, Path], pip: list[dict[str, Any]] = ()) -> dict[str, Any]:

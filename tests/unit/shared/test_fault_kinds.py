@@ -104,7 +104,7 @@ class FakeApi:
         self.listed = containers
         self.removed: list[str] = []
 
-    def containers(self, all: bool, filters: dict) -> list[dict]:  # noqa: A002 - the SDK's name
+    def containers(self, all: bool, filters: dict) -> list[dict]:  # the SDK's name
         assert filters == {"label": f"{RUN_LABEL}=smoke"}
         return self.listed
 
