@@ -36,13 +36,17 @@ def registry_problem(value: str) -> str | None:
         if not DOMAIN.fullmatch(parts[0]):
             return f"{parts[0]!r} is not a host name with an optional :port"
         parts = parts[1:]
-    for part in parts:
-        if part != part.lower() and PATH_COMPONENT.fullmatch(part.lower()):
-            return f"{part!r}: repository names are lower case"
-        if not PATH_COMPONENT.fullmatch(part):
-            return f"{part!r} is not a repository path part (lower-case letters and digits joined by . _ or -)"
-    if len(value) > NAME_LIMIT:
+    problem = next((p for p in map(_path_part_problem, parts) if p), None)
+    if problem is None and len(value) > NAME_LIMIT:
         return f"longer than {NAME_LIMIT} characters"
+    return problem
+
+
+def _path_part_problem(part: str) -> str | None:
+    if part != part.lower() and PATH_COMPONENT.fullmatch(part.lower()):
+        return f"{part!r}: repository names are lower case"
+    if not PATH_COMPONENT.fullmatch(part):
+        return f"{part!r} is not a repository path part (lower-case letters and digits joined by . _ or -)"
     return None
 
 
