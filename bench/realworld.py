@@ -37,8 +37,8 @@ from typing import Any
 
 import yaml
 
-from builder.host.explain.families import load_rules
-from builder.host.explain.report import explain_text
+from builder.explain.families import load_rules
+from builder.explain.report import explain_text
 from smoke.compat import version_matches_prefix
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from builder.cli.commands import cli
+from builder.explain.facts import capability_of
+from builder.explain.families import load_rules
+from builder.explain.report import explain_text, rule_registry
 from builder.findings import Finding
-from builder.host.explain.facts import capability_of
-from builder.host.explain.families import load_rules
-from builder.host.explain.report import explain_text, rule_registry
 from builder.host.gpuinfo import gpus_from_nvml
 from smoke.driver import DriverReading
 from tests import paths

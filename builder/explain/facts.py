@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from builder.host.explain.families import FactPattern, load_explain_data
-from builder.host.explain.log_text import LogText
+from builder.explain.families import FactPattern, load_explain_data
+from builder.explain.log_text import LogText
 from builder.specs.compat import version_tuple
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import capability_of_model, sm_name

@@ -9,16 +9,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import IO, Any
 
+from builder.explain import compat_fixes, message_fixes
+from builder.explain.compat_fixes import next_step_from_facts
+from builder.explain.context import ExplainContext, HostGpu
+from builder.explain.error_codes import load_code_tables
+from builder.explain.facts import LogFacts
+from builder.explain.families import Family, load_explain_data, load_rules
+from builder.explain.log_input import LogInput, decode_log, read_log, size_text
+from builder.explain.refining import REFINERS, default_said
 from builder.findings import Finding, Location, RuleRegistry
-from builder.host.explain import compat_fixes, message_fixes
-from builder.host.explain.compat_fixes import next_step_from_facts
-from builder.host.explain.context import ExplainContext
-from builder.host.explain.error_codes import load_code_tables
-from builder.host.explain.facts import LogFacts
-from builder.host.explain.families import Family, load_explain_data, load_rules
-from builder.host.explain.log_input import LogInput, decode_log, read_log, size_text
-from builder.host.explain.refining import REFINERS, default_said
-from builder.host.gpuinfo import GpuInfo
 from builder.specs.compat import CompatData, load_compat
 from builder.specs.target import Target
 from smoke.driver import DriverReading
@@ -75,7 +74,7 @@ class ExplainReport:
 
 
 def explain_text(text: str | bytes, source: str = "-", *, driver: DriverReading | None = None,
-                 gpus: Iterable[GpuInfo] = (), processes: Iterable[SmiProcess] = (),
+                 gpus: Iterable[HostGpu] = (), processes: Iterable[SmiProcess] = (),
                  targets: Iterable[Target] = (), compat: CompatData | None = None,
                  log_input: LogInput | None = None) -> ExplainReport:
     """Every family recognised in `text`, in the data file's order (most specific first), with the facts."""
@@ -105,7 +104,7 @@ def rule_registry() -> RuleRegistry[ExplainContext]:
     families = load_rules()
     for family in families:
         if family.refine and family.id not in REFINERS:
-            raise ValueError(f"{family.id} says refine: true but builder/host/explain/ has no @refines for it")
+            raise ValueError(f"{family.id} says refine: true but builder/explain/ has no @refines for it")
         registry.add(family.id, _family_rule(family), family.message)
     stray = set(REFINERS) - {family.id for family in families if family.refine}
     if stray:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from builder.host.explain.log_text import LogText
+from builder.explain.log_text import LogText
 
 # Occurrences of a template's fallback word looked at (the word is shorter, so more common).
 MAX_WORD_WINDOWS = 2_000

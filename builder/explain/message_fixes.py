@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from builder.host.explain.context import ExplainContext
-from builder.host.explain.matching import Hit
-from builder.host.explain.refining import Refined, refines
+from builder.explain.context import ExplainContext
+from builder.explain.matching import Hit
+from builder.explain.refining import Refined, refines
 from builder.specs.target import default_pip_index
 
 # NCCL's own words for the usual causes live in the data (explain.nccl.error's causes).

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from builder.host.explain.error_codes import CodeTable, ErrorCode, load_code_tables
-from builder.host.explain.families import Cause, Family, load_rules
-from builder.host.explain.log_text import LogText
-from builder.host.explain.message_templates import Template, compile_template
+from builder.explain.error_codes import CodeTable, ErrorCode, load_code_tables
+from builder.explain.families import Cause, Family, load_rules
+from builder.explain.log_text import LogText
+from builder.explain.message_templates import Template, compile_template
 
 EVIDENCE_CHARS = 300  # characters of the log line a finding quotes
 # Distinct codes one code-carrying family reports (each becomes at most one finding anyway).

@@ -4,13 +4,13 @@ known family."""
 
 from __future__ import annotations
 
+from builder.explain.builds import best_build_words, released_builds, runnable_builds, runnable_targets
+from builder.explain.context import ExplainContext
+from builder.explain.facts import FACT_WORDS, capability_of, cuda_from_text
+from builder.explain.machine import Machine, driver_runs, gpus_covered, trusted_driver_cuda
+from builder.explain.matching import Hit
+from builder.explain.refining import Refined, refines
 from builder.findings import Severity
-from builder.host.explain.builds import best_build_words, released_builds, runnable_builds, runnable_targets
-from builder.host.explain.context import ExplainContext
-from builder.host.explain.facts import FACT_WORDS, capability_of, cuda_from_text
-from builder.host.explain.machine import Machine, driver_runs, gpus_covered, trusted_driver_cuda
-from builder.host.explain.matching import Hit
-from builder.host.explain.refining import Refined, refines
 from builder.specs.compat import version_tuple
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import sm_name

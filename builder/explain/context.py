@@ -5,18 +5,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Protocol
 
-from builder.host.explain.facts import LogFacts, extract_facts
-from builder.host.explain.log_text import LogText
-from builder.host.explain.machine import Machine
-from builder.host.explain.matching import Hit, find_hits
-from builder.host.gpuinfo import GpuInfo
+from builder.explain.facts import LogFacts, extract_facts
+from builder.explain.log_text import LogText
+from builder.explain.machine import Machine
+from builder.explain.matching import Hit, find_hits
 from builder.specs.compat import CompatData, load_compat
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import sm_name
 from builder.specs.target import Target
 from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess
+
+
+class HostGpu(Protocol):
+    """What explain reads of one of this host's GPUs (host/'s GpuInfo has it): explain sits below host,
+    which reads explain's catalogue, so it names the fields rather than the type."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sm(self) -> str | None: ...
+
+    @property
+    def capability(self) -> tuple[int, int] | None: ...
 
 
 @dataclass(frozen=True)
@@ -26,7 +43,7 @@ class ExplainContext:
     text: str
     source: str = "-"
     driver: DriverReading | None = None  # this host's driver, None when not read (--no-host)
-    gpus: tuple[GpuInfo, ...] = ()
+    gpus: tuple[HostGpu, ...] = ()
     processes: tuple[SmiProcess, ...] = ()  # this host's GPU compute processes
     targets: tuple[Target, ...] = ()
     compat: CompatData = field(default_factory=load_compat)

@@ -15,18 +15,18 @@ import pytest
 from click.testing import CliRunner
 
 from builder.cli.commands import cli
-from builder.host.explain import log_input as bounded_input
-from builder.host.explain.error_codes import load_code_tables
-from builder.host.explain.facts import extract_facts
-from builder.host.explain.families import load_explain_data, load_rules
-from builder.host.explain.log_input import decode_log, read_log
-from builder.host.explain.log_text import LogText
-from builder.host.explain.machine import Machine, driver_runs, trusted_driver_cuda
-from builder.host.explain.report import catalogue, explain_text, rule_registry
+from builder.explain import log_input as bounded_input
+from builder.explain.error_codes import load_code_tables
+from builder.explain.facts import extract_facts
+from builder.explain.families import load_explain_data, load_rules
+from builder.explain.log_input import decode_log, read_log
+from builder.explain.log_text import LogText
+from builder.explain.machine import Machine, driver_runs, trusted_driver_cuda
+from builder.explain.report import catalogue, explain_text, rule_registry
 from builder.specs.compat import load_compat
 from builder.specs.cuda import CudaVersion
 from smoke.driver import DriverReading
-from tests.unit.host.explain_examples import EXAMPLES
+from tests.unit.explain.explain_examples import EXAMPLES
 
 pytestmark = pytest.mark.unit
 

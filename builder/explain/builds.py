@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from builder.host.explain.context import ExplainContext
-from builder.host.explain.machine import driver_runs, gpus_covered
+from builder.explain.context import ExplainContext
+from builder.explain.machine import driver_runs, gpus_covered
 from builder.specs.compat import CompatData, version_tuple
 from builder.specs.cuda import CudaVersion
 from builder.specs.target import Target

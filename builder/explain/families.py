@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+from builder.explain.error_codes import load_code_tables
+from builder.explain.message_templates import Template, compile_template
 from builder.findings import Severity
-from builder.host.explain.error_codes import load_code_tables
-from builder.host.explain.message_templates import Template, compile_template
 from builder.yamlio import load_data
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from builder.explain.context import ExplainContext
+from builder.explain.matching import Hit
 from builder.findings import Severity
-from builder.host.explain.context import ExplainContext
-from builder.host.explain.matching import Hit
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from bench.realworld import judge, load_cases
-from builder.host.explain.report import explain_text, rule_registry
+from builder.explain.report import explain_text, rule_registry
 from tests import paths
-from tests.unit.host.explain_examples import EXAMPLES
+from tests.unit.explain.explain_examples import EXAMPLES
 
 pytestmark = pytest.mark.unit
 
@@ -50,7 +50,7 @@ def test_log_names_its_rule_first(entry: dict[str, Any]) -> None:
 
 def test_every_rule_is_exercised_by_the_corpus_or_a_unit_test():
     covered = {entry["rule"] for entry in MANIFEST} | {rule for entry in MANIFEST for rule in entry.get("also", [])}
-    # tests/unit/host/test_explain_families.py feeds every family its source's own message.
+    # tests/unit/explain/test_explain_families.py feeds every family its source's own message.
     covered |= set(EXAMPLES)
     assert set(rule_registry().ids()) <= covered, set(rule_registry().ids()) - covered
 
