@@ -20,6 +20,7 @@ binary data and UTF-16 are recognised, so any input costs bounded memory and ans
 
 The modules, each importing only those above it:
   log_input          bounded reading and decoding of the input
+  normalise          the log as its program printed it (colour codes, timestamps, runner prefixes, wraps)
   log_text           the log as searchable text (needles, windows, line numbers)
   message_templates  a message with named placeholders, compiled to a regex and a needle
   error_codes        the error-code tables

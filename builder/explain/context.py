@@ -40,8 +40,9 @@ class HostGpu(Protocol):
 class ExplainContext:
     """What a rule may read: the log and its facts, and what is known about the host and the spec."""
 
-    text: str
+    text: str  # normalised (normalise.py): as the program printed it
     source: str = "-"
+    origin: tuple[int, ...] = ()  # the pasted log's line of each line of `text`
     driver: DriverReading | None = None  # this host's driver, None when not read (--no-host)
     gpus: tuple[HostGpu, ...] = ()
     processes: tuple[SmiProcess, ...] = ()  # this host's GPU compute processes
@@ -55,7 +56,7 @@ class ExplainContext:
 
     @cached_property
     def log(self) -> LogText:
-        return LogText(self.text)
+        return LogText(self.text, self.origin)
 
     @cached_property
     def facts(self) -> LogFacts:

@@ -24,8 +24,9 @@ PROBE_TEXT_CHARS = 1 << 20
 class LogText:
     """A log with what every search needs: the text, its lower-case twin, and line numbers on demand."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, origin: tuple[int, ...] = ()) -> None:
         self.text = text
+        self._origin = origin  # the pasted log's line of each line of `text` (normalise.py); () when the same
         self._first: dict[tuple[str, bool], int] = {}
         self._absent: list[str] = []  # lower-case words the log does not hold in any case
         if len(text) > PROBE_TEXT_CHARS:
@@ -50,7 +51,9 @@ class LogText:
         return self._first[key]
 
     def line_of(self, at: int) -> int:
-        return self.text.count("\n", 0, at) + 1
+        """The line of the pasted log that offset `at` of the text sits on."""
+        line = self.text.count("\n", 0, at) + 1
+        return self._origin[line - 1] if line <= len(self._origin) else line
 
     def line_text(self, at: int) -> str:
         start = self.text.rfind("\n", 0, at) + 1

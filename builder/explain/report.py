@@ -16,6 +16,7 @@ from builder.explain.error_codes import load_code_tables
 from builder.explain.facts import LogFacts
 from builder.explain.families import Family, load_explain_data, load_rules
 from builder.explain.log_input import LogInput, decode_log, read_log, size_text
+from builder.explain.normalise import normalise_log
 from builder.explain.refining import REFINERS, default_said
 from builder.findings import Finding, Location, RuleRegistry
 from builder.specs.compat import CompatData, load_compat
@@ -81,10 +82,10 @@ def explain_text(text: str | bytes, source: str = "-", *, driver: DriverReading 
     if isinstance(text, bytes):
         log_input = decode_log(text)
         text = log_input.text
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    context = ExplainContext(text=text, source=source, driver=driver, gpus=tuple(gpus),
-                             processes=tuple(processes), targets=tuple(targets), compat=compat or load_compat())
+    normalised = normalise_log(text)
+    context = ExplainContext(text=normalised.text, source=source, origin=normalised.origin, driver=driver,
+                             gpus=tuple(gpus), processes=tuple(processes), targets=tuple(targets),
+                             compat=compat or load_compat())
     if log_input is not None and log_input.binary:
         return ExplainReport(source, (), LogFacts(), None, log_input)
     findings = tuple(rule_registry().run(context))
