@@ -33,5 +33,6 @@ The modules, each importing only those above it:
   refining           how a hit is told: the data's words, or a refiner's
   compat_fixes       refiners that choose builds and drivers with the compatibility data; the next step
   message_fixes      refiners that read more out of the message itself
+  judging            a judgement per finding from the log's facts and phase (explain_judgements.yaml)
   report             `explain_text`, `explain_stream`, the rule registry, the report and the catalogue
 """

@@ -15,6 +15,7 @@ from builder.explain.context import ExplainContext, HostGpu
 from builder.explain.error_codes import load_code_tables
 from builder.explain.facts import LogFacts
 from builder.explain.families import Family, load_explain_data, load_rules
+from builder.explain.judging import facts_of_hit, judge
 from builder.explain.log_input import LogInput, decode_log, read_log, size_text
 from builder.explain.normalise import normalise_log
 from builder.explain.refining import REFINERS, default_said
@@ -123,8 +124,18 @@ def _family_rule(family: Family) -> Callable[[ExplainContext], list[Finding]]:
         details: dict[str, Any] = dict(hit.fields)
         if hit.code is not None:
             details["code"] = hit.code.as_dict()
-        return [Finding(family.id, refined.severity or family.severity, refined.message, refined.fix, location,
-                        hit.evidence, details)]
+        judged = judge(hit, context, refined)
+        if judged is not None:
+            message, fix, used, basis = judged.cause, judged.fix, judged.facts, "facts"
+        else:
+            message, fix, used = refined.message, refined.fix, facts_of_hit(hit)
+            # A refiner chose its fix with the log's facts and the data; the data's own fix is the family's.
+            basis = "facts" if family.refine else "family"
+            if basis == "family" and fix:
+                fix = f"{fix} (the family's general fix: no fact in this log narrows it)"
+        details.update(cause=message, facts_used=[fact.as_dict() for fact in used], fix_from=basis)
+        return [Finding(family.id, refined.severity or family.severity, message, fix, location, hit.evidence,
+                        details)]
 
     return run
 

@@ -1,0 +1,276 @@
+"""A judgement per finding from the log's facts: the phase it was printed in, the versions, index URLs,
+channels and library names it states, checked against envbuild's data (compat.yaml; explain_judgements.yaml:
+phases, PyTorch's published wheel indexes, which channel carries which CUDA package, cuDNN's majors, what a
+build step can see). A judgement gives the cause with the facts it rests on (and their lines) and the fix for
+those facts; where none applies, the family's general fix stands and says so."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from builder.explain.context import ExplainContext
+from builder.explain.matching import Hit
+from builder.explain.refining import Refined
+from builder.specs.compat import Route
+from builder.specs.cuda import CudaVersion
+from builder.yamlio import load_data
+
+FACT_CHARS = 160  # characters of a log line quoted as a fact
+
+
+@dataclass(frozen=True)
+class UsedFact:
+    name: str
+    value: str
+    line: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"fact": self.name, "value": self.value, "line": self.line}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    cause: str
+    fix: str
+    facts: tuple[UsedFact, ...]
+
+
+Judge = Callable[[Hit, ExplainContext, Refined], "Judgement | None"]
+JUDGES: list[Judge] = []
+
+
+def _judge(fn: Judge) -> Judge:
+    JUDGES.append(fn)
+    return fn
+
+
+@lru_cache(maxsize=1)
+def judgement_data() -> dict[str, Any]:
+    data: dict[str, Any] = load_data("explain_judgements.yaml")
+    return data
+
+
+def judge(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    """The first judgement whose facts are in the log, in the order they are defined here."""
+    for fn in JUDGES:
+        judged = fn(hit, context, said)
+        if judged is not None:
+            return judged
+    return None
+
+
+def _applies(section: str, hit: Hit) -> bool:
+    return hit.family.id in judgement_data()[section]["families"]
+
+
+def _line_at(context: ExplainContext, at: int) -> int:
+    return context.log.line_of(at)
+
+
+# --- the phase ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Phase:
+    kind: str
+    how: str
+    detail: str
+    line: int
+
+
+def phase_at(context: ExplainContext, at: int) -> Phase | None:
+    """The phase a log position was printed in: the last phase header above it (a docker build step, a pytest
+    test), or None."""
+    best: tuple[int, Phase] | None = None
+    text = context.log.text[:at]
+    for kind, phase in judgement_data()["phases"].items():
+        for header in phase["headers"]:
+            for found in _multiline(header["re"]).finditer(text):
+                if best is None or found.start() > best[0]:
+                    best = (found.start(), Phase(kind, header["how"], found.group(1).strip()[:FACT_CHARS],
+                                                 _line_at(context, found.start())))
+    return best[1] if best else None
+
+
+@lru_cache(maxsize=64)
+def _multiline(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.MULTILINE)
+
+
+@_judge
+def _gpu_at_build_time(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("gpu_at_build_time", hit):
+        return None
+    phase = phase_at(context, hit.at)
+    if phase is None or phase.kind != "docker-build":
+        return None
+    data = judgement_data()["gpu_at_build_time"]
+    cause = data["cause"].format(how=phase.how, line=phase.line, step=phase.detail)
+    return Judgement(f"{said.message}; {cause}", data["fix"],
+                     (UsedFact("phase", f"{phase.how}: {phase.detail}", phase.line),))
+
+
+# --- PyTorch's wheel indexes and the Pythons a torch supports ------------------------------------------------
+
+
+def published_wheel_cudas(context: ExplainContext) -> list[CudaVersion]:
+    """Every CUDA PyTorch published a wheel index for (compat.yaml's pip routes and the older ones)."""
+    cudas = {cuda for release in context.compat.releases() for cuda in release.cuda_variants(Route.PIP)}
+    cudas.update(CudaVersion.parse(older) for older in judgement_data()["wheel_index"]["older"])
+    return sorted(cudas)
+
+
+@_judge
+def _unpublished_wheel_index(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("wheel_index", hit):
+        return None
+    data = judgement_data()["wheel_index"]
+    published = published_wheel_cudas(context)
+    for found in _multiline(data["index_re"]).finditer(context.log.text):
+        tag = found.group(2)
+        if not tag.startswith("cu"):
+            continue
+        cuda = CudaVersion(int(tag[2:-1]), int(tag[-1]))
+        if cuda in published:
+            continue
+        nearest = min(published, key=lambda have: (abs(have.major * 100 + have.minor - cuda.major * 100 - cuda.minor),
+                                                   have > cuda))
+        url, line = found.group(0), _line_at(context, found.start())
+        cause = (f"{said.message}: the index {url} (line {line}) does not exist: PyTorch published no wheels for "
+                 f"CUDA {cuda}, so pip finds no torch there (`from versions: none`) whatever the Python")
+        fix = (f"use an index that exists: {found.group(1)}cu{nearest.major}{nearest.minor} (CUDA {nearest}, the "
+               f"nearest published; indexes exist for CUDA {', '.join(str(c) for c in published if c.major >= 11)})"
+               "; a driver runs any CUDA up to its own, so an older index works on a newer driver")
+        return Judgement(cause, fix, (UsedFact("index_url", url, line),))
+    return None
+
+
+@_judge
+def _torch_too_old_for_python(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("torch_python", hit):
+        return None
+    python = context.facts.facts.get("python")
+    found = _multiline(judgement_data()["torch_python"]["requirement_re"]).search(context.log.text)
+    if python is None or found is None:
+        return None
+    wanted = found.group(1)
+    release = context.compat.release(wanted)
+    minor = ".".join(python.value.split(".")[:2])  # the ranges name minors: 3.12.1 is in "up to 3.12"
+    if release is None or release.python.contains(minor):
+        return None
+    fits = [r for r in context.compat.releases() if r.python.contains(minor)]
+    line = _line_at(context, found.start())
+    cause = (f"{said.message}: torch {wanted} (line {line}) supports Python {release.python.min} to "
+             f"{release.python.max}, and this Python is {python.value} (line {python.line}): no wheel of it exists "
+             "for this interpreter")
+    fix = f"use Python {release.python.min} to {release.python.max} for torch {wanted}"
+    if fits:
+        fix += (f", or a torch that supports Python {python.value}: {fits[0].line} to {fits[-1].line} "
+                f"(`pip install torch=={fits[-1].latest}`)")
+    return Judgement(cause, fix, (UsedFact("torch", wanted, line), UsedFact("python", python.value, python.line)))
+
+
+# --- channels ------------------------------------------------------------------------------------------------
+
+
+@_judge
+def _package_on_another_channel(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("channel_packages", hit):
+        return None
+    data = judgement_data()["channel_packages"]
+    text = context.log.text
+    given = {found.group(1) for found in _multiline(data["channels_re"]).finditer(text)}
+    given |= set(re.findall(r"(?:^|\s)(?:-c|--channel)[ =]([\w.-]+)", text))
+    for package in data["packages"]:
+        found = _multiline(package["re"]).search(text)
+        if found is None or given & set(package["channels"]):
+            continue
+        name, line = found.group(0).strip(), _line_at(context, found.start())
+        channels_said = f"the channels given: {', '.join(sorted(given))}" if given else "the log lists no channels"
+        cause = f"{said.message}: {name} (line {line}) is on none of {channels_said}; {package['says']}"
+        add = " ".join(f"-c {channel}" for channel in package["channels"][:1])
+        fix = (f"add the channel that carries it: `{add}` (in environment.yml: `channels: [{package['channels'][0]}, "
+               "...]`), keeping one source for torch's CUDA; `envbuild lock` picks the channels per target")
+        facts = [UsedFact("package", name, line)]
+        if given:
+            facts.append(UsedFact("channels", ", ".join(sorted(given)), line))
+        return Judgement(cause, fix, tuple(facts))
+    return None
+
+
+# --- libraries and pairs ------------------------------------------------------------------------------------
+
+
+@_judge
+def _cudnn_major_mismatch(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("cudnn_majors", hit):
+        return None
+    data = judgement_data()["cudnn_majors"]
+    wanted = re.search(data["wanted_re"], hit.evidence) or re.search(data["wanted_re"], context.log.text)
+    if wanted is None:
+        return None
+    major = wanted.group(2) or wanted.group(3)
+    present = {found.group(2): found for found in _multiline(data["present_re"]).finditer(context.log.text)}
+    if not present or major in present:
+        return None
+    other, listed = sorted(present.items())[-1]
+    wanted_line, listed_line = hit.line, _line_at(context, listed.start())
+    cause = (f"{said.message}: the program asks for cuDNN {major} ({wanted.group(1)}, line {wanted_line}) and this "
+             f"machine has cuDNN {other} ({listed.group(1)}, line {listed_line}): cuDNN {other} does not stand in "
+             f"for {major} (other library names, no shared ABI)")
+    pip_name = "nvidia-cudnn-cu11==8.*" if major == "8" else f"nvidia-cudnn-cu12=={major}.*"
+    fix = (f"install cuDNN {major} beside cuDNN {other} (`pip install {pip_name}`, or the system's libcudnn{major}) "
+           f"and put its lib folder on LD_LIBRARY_PATH, or use a build of the program made for cuDNN {other}")
+    return Judgement(cause, fix, (UsedFact("cudnn_wanted", wanted.group(1), wanted_line),
+                                  UsedFact("cudnn_present", listed.group(1), listed_line)))
+
+
+@_judge
+def _torchvision_pair(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("torchvision_pair", hit):
+        return None
+    torch = context.facts.facts.get("torch")
+    found = _multiline(judgement_data()["torchvision_pair"]["torchvision_re"]).search(context.log.text)
+    if torch is None or found is None:
+        return None
+    vision, vision_line = found.group(1), _line_at(context, found.start())
+    release = context.compat.release(torch.value.split("+")[0])
+    if release is None:
+        return None
+    vision_line_of = ".".join(vision.split("+")[0].split(".")[:2])
+    if vision_line_of == release.torchvision:
+        return None
+    own = next((r for r in context.compat.releases() if r.torchvision == vision_line_of), None)
+    pair = release.torchvision_latest or release.torchvision
+    cause = (f"{said.message}: torchvision {vision} (line {vision_line}) is not the pair of torch {torch.value} "
+             f"(line {torch.line}); torch {release.line} pairs with torchvision {release.torchvision}")
+    fix = f"install the pair from one index: `pip install torch=={torch.value.split('+')[0]} torchvision=={pair}`"
+    if own is not None:
+        fix += f", or keep torchvision {vision} with its own torch {own.latest}"
+    return Judgement(cause, fix, (UsedFact("torch", torch.value, torch.line),
+                                  UsedFact("torchvision", vision, vision_line)))
+
+
+@_judge
+def _device_mismatch_in_replica(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("replica_device", hit):
+        return None
+    data = judgement_data()["replica_device"]
+    found = _multiline(data["replica_re"]).search(context.log.text)
+    if found is None:
+        return None
+    line = _line_at(context, found.start())
+    evidence = context.log.line_text(found.start())[:FACT_CHARS]
+    cause = f"{said.message}; " + data["cause"].format(evidence=evidence, line=line)
+    return Judgement(cause, data["fix"], (UsedFact("phase", f"DataParallel replica: {evidence}", line),))
+
+
+def facts_of_hit(hit: Hit) -> tuple[UsedFact, ...]:
+    """The values the message itself states (its placeholders), each on the hit's line."""
+    return tuple(UsedFact(name, value, hit.line) for name, value in hit.fields.items()
+                 if value and not name.startswith("_") and name not in ("meaning", "error", "name", "code"))
+

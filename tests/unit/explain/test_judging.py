@@ -1,0 +1,107 @@
+"""A judgement per finding from the log's facts (builder/explain/judging.py): each kind of log the issue names
+gets a cause that states its facts with their lines and a fix for those facts; a log with no such fact keeps
+the family's general fix and says so."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from builder.explain.report import explain_text
+
+pytestmark = pytest.mark.unit
+
+
+def first(text: str) -> tuple[str, str, dict]:
+    report = explain_text(text)
+    assert report.findings, text
+    finding = report.findings[0]
+    return finding.message, finding.fix or "", dict(finding.details)
+
+
+NO_DRIVER = ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+             "installed a driver from http://www.nvidia.com/Download/index.aspx")
+
+
+@pytest.mark.parametrize("header", ["Step 5/7 : RUN python -c 'import torch; torch.zeros(1).cuda()'",
+                                    "#9 [stage-1 4/6] RUN python -c 'import torch; torch.zeros(1).cuda()'"])
+def test_no_driver_inside_a_docker_build_step_moves_the_gpu_work_to_run_time(header: str) -> None:
+    log = f"{header}\n#9 0.812 Traceback (most recent call last):\n#9 0.813 {NO_DRIVER}\n"
+    cause, fix, details = first(log)
+    assert "docker build step" in cause and "line 1" in cause and "never get a GPU" in cause
+    assert "run time" in fix and "--gpus all" in fix
+    assert details["facts_used"][0]["fact"] == "phase" and details["facts_used"][0]["line"] == 1
+
+
+def test_no_driver_outside_a_build_keeps_the_familys_fix() -> None:
+    cause, fix, _ = first(NO_DRIVER + "\n")
+    assert "docker build step" not in cause
+
+
+def test_a_pytorch_index_for_an_unpublished_cuda_is_named_with_the_nearest_that_exists() -> None:
+    log = ("$ pip install torch --index-url https://download.pytorch.org/whl/cu119\n"
+           "Looking in indexes: https://download.pytorch.org/whl/cu119\n"
+           "ERROR: Could not find a version that satisfies the requirement torch (from versions: none)\n"
+           "ERROR: No matching distribution found for torch\n")
+    cause, fix, details = first(log)
+    assert "https://download.pytorch.org/whl/cu119 (line 1) does not exist" in cause
+    assert "whl/cu118" in fix
+    assert {"fact": "index_url", "value": "https://download.pytorch.org/whl/cu119", "line": 1} in details["facts_used"]
+
+
+def test_a_torch_too_old_for_the_interpreter_names_the_pythons_it_supports() -> None:
+    log = ("Python 3.12.1\n$ pip install torch==2.0.1\n"
+           "ERROR: Could not find a version that satisfies the requirement torch==2.0.1 (from versions: 2.2.0, 2.3.0)\n"
+           "ERROR: No matching distribution found for torch==2.0.1\n")
+    cause, fix, _ = first(log)
+    assert "torch 2.0.1 (line 3) supports Python 3.8 to 3.11" in cause and "3.12" in cause
+    assert "Python 3.8 to 3.11" in fix and "2.2" in fix
+
+
+def test_a_cuda_package_missing_from_the_channels_given_gets_the_nvidia_channel() -> None:
+    log = ("Could not solve for environment specs\n"
+           "The following packages are incompatible\n"
+           "└─ cuda-toolkit =11.8 * does not exist (perhaps a typo or a missing channel).\n"
+           "Current channels:\n  - https://conda.anaconda.org/pytorch/linux-64\n"
+           "  - https://repo.anaconda.com/pkgs/main/linux-64\n")
+    cause, fix, _ = first(log)
+    assert "cuda-toolkit =11.8 (line 3)" in cause and "main, pytorch" in cause
+    assert "-c nvidia" in fix
+
+
+def test_cudnn_8_missing_where_cudnn_9_is_listed_names_both() -> None:
+    log = ("Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared "
+           "object file: No such file or directory\n$ ldconfig -p | grep cudnn\n"
+           "\tlibcudnn_ops.so.9 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9\n")
+    cause, fix, _ = first(log)
+    assert "cuDNN 8 (libcudnn_ops_infer.so.8, line 1)" in cause and "cuDNN 9 (libcudnn_ops.so.9, line 3)" in cause
+    assert "nvidia-cudnn-cu11==8" in fix
+
+
+def test_a_missing_torchvision_operator_with_both_versions_names_the_pair() -> None:
+    log = ("torch 2.1.2\ntorchvision 0.15.2\n"
+           "RuntimeError: operator torchvision::nms does not exist\n")
+    cause, fix, _ = first(log)
+    assert "torchvision 0.15.2 (line 2)" in cause and "torch 2.1.2 (line 1)" in cause and "0.16" in cause
+    assert "torchvision==0.16.2" in fix and "2.0.1" in fix
+
+
+def test_a_device_mismatch_inside_a_dataparallel_replica_names_the_replica_causes() -> None:
+    log = ("Traceback (most recent call last):\n"
+           "RuntimeError: Caught RuntimeError in replica 1 on device 1.\n"
+           '  File "/opt/venv/lib/python3.10/site-packages/torch/nn/parallel/parallel_apply.py", line 64\n'
+           "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:1 "
+           "and cuda:0!\n")
+    cause, fix, _ = first(log)
+    assert "replica" in cause and "registered parameter or buffer" in cause
+    assert "register_buffer" in fix and "x.device" in fix
+
+
+def test_a_family_fix_no_fact_narrows_says_so_and_json_carries_cause_facts_and_fix() -> None:
+    report = explain_text("RuntimeError: CUDA error: device-side assert triggered\n")
+    data = json.loads(json.dumps(report.as_dict()))
+    finding = data["findings"][0]
+    assert "general fix" in finding["fix"]
+    assert finding["details"]["fix_from"] == "family" and finding["details"]["cause"] == finding["message"]
+    assert isinstance(finding["details"]["facts_used"], list)
