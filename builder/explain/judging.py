@@ -20,6 +20,7 @@ from builder.specs.cuda import CudaVersion
 from builder.yamlio import load_data
 
 FACT_CHARS = 160  # characters of a log line quoted as a fact
+MISSING_LIST_CHARS = 4000  # a solver's list of missing packages, read from the hit on
 
 
 @dataclass(frozen=True)
@@ -185,8 +186,12 @@ def _package_on_another_channel(hit: Hit, context: ExplainContext, said: Refined
     text = context.log.text
     given = {found.group(1) for found in _multiline(data["channels_re"]).finditer(text)}
     given |= set(re.findall(r"(?:^|\s)(?:-c|--channel)[ =]([\w.-]+)", text))
+    # The packages the solver says are missing: the hit's line and the list under it, up to the channels.
+    start = text.rfind("\n", 0, hit.at) + 1
+    end = text.find("Current channels", hit.at)
+    end = min(end if end != -1 else len(text), hit.at + MISSING_LIST_CHARS)
     for package in data["packages"]:
-        found = _multiline(package["re"]).search(text)
+        found = _multiline(package["re"]).search(text, start, end)
         if found is None or given & set(package["channels"]):
             continue
         name, line = found.group(0).strip(), _line_at(context, found.start())

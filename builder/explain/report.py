@@ -25,6 +25,8 @@ from builder.specs.target import Target
 from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess
 
+EVIDENCE_IN_CAUSE = 160  # characters of the log's line a cause quotes
+
 # The refiners' modules, imported for their @refines: each fills REFINERS as it loads.
 REFINER_MODULES = (compat_fixes, message_fixes)
 
@@ -129,6 +131,8 @@ def _family_rule(family: Family) -> Callable[[ExplainContext], list[Finding]]:
             message, fix, used, basis = judged.cause, judged.fix, judged.facts, "facts"
         else:
             message, fix, used = refined.message, refined.fix, facts_of_hit(hit)
+            # The cause rests on the message the log printed: it is quoted with its line.
+            message = f"{message} (line {hit.line}: `{hit.evidence[:EVIDENCE_IN_CAUSE]}`)"
             # A refiner chose its fix with the log's facts and the data; the data's own fix is the family's.
             basis = "facts" if family.refine else "family"
             if basis == "family" and fix:

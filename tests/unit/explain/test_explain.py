@@ -168,7 +168,7 @@ def test_oom_names_this_hosts_biggest_gpu_processes():
     finding = first("RuntimeError:CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; "
                     "4.36 GiB already allocated; 6.69 MiB free; 4.63 GiB reserved in total by PyTorch)",
                     processes=processes)
-    assert finding.message.endswith("on this host now: pid 31337 tritonserver 70000 MiB, pid 4242 python 300 MiB")
+    assert "on this host now: pid 31337 tritonserver 70000 MiB, pid 4242 python 300 MiB (line 1: `" in finding.message
 
 
 def test_cli_json_when_nothing_is_recognised(tmp_path: Path):
