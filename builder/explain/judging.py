@@ -260,6 +260,48 @@ def _torchvision_pair(hit: Hit, context: ExplainContext, said: Refined) -> Judge
                                   UsedFact("torchvision", vision, vision_line)))
 
 
+@lru_cache(maxsize=1)
+def torch_companions() -> dict[str, dict[str, str]]:
+    """torch release -> its torchvision and torchaudio (torch_companions.yaml)."""
+    releases: dict[str, dict[str, str]] = load_data("torch_companions.yaml")["releases"]
+    return releases
+
+
+def companion_of(torch: str, package: str) -> str | None:
+    """The `package` release built for `torch` (1.10.2 -> torchvision 0.11.3); a release line alone takes its .0."""
+    public = torch.split("+")[0]
+    table = torch_companions()
+    row = table.get(public) or table.get(f"{public}.0")
+    return row.get(package) if row else None
+
+
+@_judge
+def _companion_pinned_to_another_torch(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("companion_pins", hit):
+        return None
+    data = judgement_data()["companion_pins"]
+    text = context.log.text
+    companion = _multiline(data["companion_re"]).search(text)
+    torch = next((found for pattern in data["torch_res"] if (found := _multiline(pattern).search(text))), None)
+    if companion is None or torch is None:
+        return None
+    package, version, needs = companion.groups()
+    have = torch.group(1)
+    if needs.split("+")[0] == have.split("+")[0]:
+        return None
+    pair = companion_of(have, package)
+    if pair is None:
+        return None
+    companion_line, torch_line = _line_at(context, companion.start()), _line_at(context, torch.start())
+    cause = (f"{said.message}: {package} {version} (line {companion_line}) is built for torch {needs}, and torch "
+             f"{have} is the one wanted (line {torch_line}); torch {have.split('+')[0]}'s {package} is {pair}")
+    local = f"+{have.split('+')[1]}" if "+" in have else ""
+    index = f" from the same index (PyTorch's {local[1:]} index)" if local else ""
+    fix = (f"install the pair: `pip install torch=={have.split('+')[0]} {package}=={pair}`{index}, "
+           f"or keep {package} {version} with torch {needs}")
+    return Judgement(cause, fix, (UsedFact(package, version, companion_line), UsedFact("torch", have, torch_line)))
+
+
 @_judge
 def _device_mismatch_in_replica(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
     if not _applies("replica_device", hit):

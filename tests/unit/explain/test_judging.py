@@ -105,3 +105,13 @@ def test_a_family_fix_no_fact_narrows_says_so_and_json_carries_cause_facts_and_f
     assert "general fix" in finding["fix"]
     assert finding["details"]["fix_from"] == "family" and finding["details"]["cause"] == finding["message"]
     assert isinstance(finding["details"]["facts_used"], list)
+
+
+def test_a_companion_pinned_to_another_torch_gets_the_pair_that_solves() -> None:
+    log = ("ERROR: Cannot install -r requirements.txt (line 2) and torch==1.12.1 because these package versions "
+           "have conflicting dependencies.\nThe conflict is caused by:\n    The user requested torch==1.12.1\n"
+           "    torchaudio 0.13.0 depends on torch==1.13.0\n")
+    cause, fix, details = first(log)
+    assert "torchaudio 0.13.0 (line 4) is built for torch 1.13.0" in cause and "(line 3)" in cause
+    assert "torchaudio==0.12.1" in fix
+    assert {"fact": "torch", "value": "1.12.1", "line": 3} in details["facts_used"]
