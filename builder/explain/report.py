@@ -133,8 +133,10 @@ def _family_rule(family: Family) -> Callable[[ExplainContext], list[Finding]]:
             message, fix, used = refined.message, refined.fix, facts_of_hit(hit)
             # The cause rests on the message the log printed: it is quoted with its line.
             message = f"{message} (line {hit.line}: `{hit.evidence[:EVIDENCE_IN_CAUSE]}`)"
-            # A refiner chose its fix with the log's facts and the data; the data's own fix is the family's.
-            basis = "facts" if family.refine else "family"
+            # A refiner chose its fix with the log's facts and the data, a fix with placeholders is filled with
+            # the message's facts; else the data's fix is the family's own.
+            told = hit.cause.fix if hit.cause is not None and hit.cause.fix else family.fix
+            basis = "facts" if family.refine or "{" in told else "family"
             if basis == "family" and fix:
                 fix = f"{fix} (the family's general fix: no fact in this log narrows it)"
         details.update(cause=message, facts_used=[fact.as_dict() for fact in used], fix_from=basis)

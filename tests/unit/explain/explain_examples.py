@@ -4,6 +4,23 @@ coverage check."""
 
 # family -> a line its source prints
 EXAMPLES = {
+    "explain.triton.gpu-too-old": "torch._inductor.exc.GPUTooOldForTriton: Found Tesla P100-PCIE-16GB which is too old "
+                                  "to be supported by the triton GPU compiler, which is used as the backend. Triton "
+                                  "only supports devices of CUDA Capability >= 7.0, but your device is of CUDA "
+                                  "capability 6.0",
+    "explain.distributed.collective-mismatch": "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is "
+                                               "running collective: CollectiveFingerPrint(SequenceNumber=12, "
+                                               "OpType=ALLREDUCE, TensorShape=[10], TensorDtypes=Float), but Rank 1 "
+                                               "is running collective: CollectiveFingerPrint(SequenceNumber=12, "
+                                               "OpType=ALLREDUCE, TensorShape=[20], TensorDtypes=Float).",
+    "explain.distributed.rendezvous-failed": "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
+                                             "connection to the C10d store has failed. See inner exception for details.",
+    "explain.distributed.store-connect-failed": "torch.distributed.DistNetworkError: The client socket has failed to "
+                                                "connect to [node-0]:29500 (errno: 111 - Connection refused).",
+    "explain.distributed.store-clients-missing": "torch.distributed.DistStoreError: Timed out after 901 seconds waiting "
+                                                 "for clients. 1/2 clients joined.",
+    "explain.cuda.mig-device-count": 'RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at '
+                                     '"../aten/src/ATen/cuda/CUDAContext.cpp":50, please report a bug to PyTorch.',
     "explain.cuda.arch-not-in-build": "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the "
                                       "current PyTorch installation.",
     "explain.cuda.arch-too-old": "Found GPU0 Tesla K40m which is of cuda capability 3.5.\n    PyTorch no longer "
