@@ -303,6 +303,57 @@ def _companion_pinned_to_another_torch(hit: Hit, context: ExplainContext, said: 
 
 
 @_judge
+def _gpu_memory_held_by_processes(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("gpu_processes", hit):
+        return None
+    data = judgement_data()["gpu_processes"]
+    rows = [(found, int(found.group(5))) for found in _multiline(data["row_re"]).finditer(context.log.text)]
+    held = sorted((row for row in rows if row[1] >= data["min_mib"]), key=lambda row: -row[1])
+    if not held:
+        return None
+    said_rows = [f"pid {found.group(2)} {found.group(4).rsplit('/', 1)[-1]} {mib} MiB on GPU {found.group(1)} "
+                 f"(line {_line_at(context, found.start())})" for found, mib in held[:3]]
+    cause = (f"{said.message}; the log's nvidia-smi shows processes holding GPU memory: {', '.join(said_rows)}: "
+             "what they hold is not free for this one")
+    fix = (f"free the GPU first: stop or move {', '.join('pid ' + found.group(2) for found, _ in held[:3])} (a "
+           "finished notebook kernel or a stale training run keeps its memory until it exits), or run on another GPU "
+           "(CUDA_VISIBLE_DEVICES); then " + (said.fix[0].lower() + said.fix[1:] if said.fix else "run again"))
+    return Judgement(cause, fix, tuple(UsedFact("gpu_process", f"pid {found.group(2)} {mib} MiB",
+                                                _line_at(context, found.start())) for found, mib in held[:3]))
+
+
+@_judge
+def _pytorch_builds_of_two_variants(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("pytorch_builds", hit):
+        return None
+    seen: dict[str, tuple[str, str, str, int]] = {}
+    for found in _multiline(judgement_data()["pytorch_builds"]["build_re"]).finditer(context.log.text):
+        package, version, build = found.groups()
+        variant = _variant(build)
+        seen.setdefault(variant, (package, version, build, _line_at(context, found.start())))
+    if len(seen) < 2:
+        return None
+    (first_variant, first), (second_variant, second) = list(seen.items())[:2]
+    cause = (f"{said.message}: two builds of different variants are asked for together: {first[0]} {first[1]} "
+             f"{first[2]} (line {first[3]}) is {first_variant}, {second[0]} {second[1]} {second[2]} (line {second[3]}) "
+             f"is {second_variant}; conda-forge's torch companions are built per variant and share none")
+    pin = first_variant if first_variant != "cpu" else second_variant
+    fix = (f"pin pytorch and its companions to one variant: `pytorch=*=*{pin}*` with `torchvision=*=*{pin}*` "
+           f"(and `cuda-version` of that CUDA), or drop the build-string pins and let the solver pair them; "
+           "`envbuild lock` pins one variant per target")
+    return Judgement(cause, fix, (UsedFact(first[0], f"{first[1]} {first[2]}", first[3]),
+                                  UsedFact(second[0], f"{second[1]} {second[2]}", second[3])))
+
+
+def _variant(build: str) -> str:
+    """`cuda118_py310h...` -> cuda118, `py3.9_cuda11.1_cudnn8.0.5_0` -> cuda111, `cpu_...` -> cpu."""
+    if build.startswith("cpu"):
+        return "cpu"
+    digits = re.search(r"cuda([\d.]*)", build)
+    return f"cuda{digits.group(1).replace('.', '')}" if digits and digits.group(1) else "cuda"
+
+
+@_judge
 def _device_mismatch_in_replica(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
     if not _applies("replica_device", hit):
         return None

@@ -115,3 +115,24 @@ def test_a_companion_pinned_to_another_torch_gets_the_pair_that_solves() -> None
     assert "torchaudio 0.13.0 (line 4) is built for torch 1.13.0" in cause and "(line 3)" in cause
     assert "torchaudio==0.12.1" in fix
     assert {"fact": "torch", "value": "1.12.1", "line": 3} in details["facts_used"]
+
+
+def test_an_oom_with_other_processes_in_the_logs_nvidia_smi_names_them() -> None:
+    log = ("|    0   N/A  N/A     41234      C   /usr/bin/python3                 30122MiB |\n"
+           "|    0   N/A  N/A      1822      G   /usr/lib/xorg/Xorg                  12MiB |\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "31.74 GiB of which 1.02 GiB is free.\n")
+    cause, fix, details = first(log)
+    assert "pid 41234 python3 30122 MiB on GPU 0 (line 1)" in cause and "Xorg" not in cause
+    assert "stop or move pid 41234" in fix
+    assert details["facts_used"][0] == {"fact": "gpu_process", "value": "pid 41234 30122 MiB", "line": 1}
+
+
+def test_a_conda_forge_companion_of_another_pytorch_variant_names_both_builds() -> None:
+    log = ("Could not solve for environment specs\nThe following packages are incompatible\n"
+           "├─ pytorch 2.1.0 cuda118_py310h6bd5fe8_302 is requested and can be installed;\n"
+           "└─ torchvision 0.16.1 cpu_py310h2a2f7e4_0 is not installable because it requires\n"
+           "   └─ pytorch 2.1.* cpu_*, which conflicts with any installable versions previously reported.\n")
+    cause, fix, _ = first(log)
+    assert "cuda118_py310h6bd5fe8_302 (line 3) is cuda118" in cause and "cpu_py310h2a2f7e4_0 (line 4) is cpu" in cause
+    assert "torchvision=*=*cuda118*" in fix
