@@ -43,6 +43,7 @@ class ExplainContext:
     text: str  # normalised (normalise.py): as the program printed it
     source: str = "-"
     origin: tuple[int, ...] = ()  # the pasted log's line of each line of `text`
+    ranks: tuple[int | None, ...] = ()  # the torchrun rank each line of `text` was prefixed with
     driver: DriverReading | None = None  # this host's driver, None when not read (--no-host)
     gpus: tuple[HostGpu, ...] = ()
     processes: tuple[SmiProcess, ...] = ()  # this host's GPU compute processes

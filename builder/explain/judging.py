@@ -85,7 +85,7 @@ class Phase:
 
 def phase_at(context: ExplainContext, at: int) -> Phase | None:
     """The phase a log position was printed in: the last phase header above it (a docker build step, a pytest
-    test), or None."""
+    test), else the torchrun rank its line was prefixed with, or None."""
     best: tuple[int, Phase] | None = None
     text = context.log.text[:at]
     for kind, phase in judgement_data()["phases"].items():
@@ -94,7 +94,13 @@ def phase_at(context: ExplainContext, at: int) -> Phase | None:
                 if best is None or found.start() > best[0]:
                     best = (found.start(), Phase(kind, header["how"], found.group(1).strip()[:FACT_CHARS],
                                                  _line_at(context, found.start())))
-    return best[1] if best else None
+    if best is not None:
+        return best[1]
+    index = context.log.text.count("\n", 0, at)
+    rank = context.ranks[index] if index < len(context.ranks) else None
+    if rank is None:
+        return None
+    return Phase("torchrun-rank", "torchrun rank's output", f"rank {rank}", _line_at(context, at))
 
 
 @lru_cache(maxsize=64)

@@ -21,7 +21,7 @@ _TIMESTAMP = re.compile(
 # (`[rank0]:[W socket.cpp]` keeps the bracketed origin, only the rank goes).
 _PREFIXES = re.compile(
     r"^(?:E(?: {2,}|\s*$)"  # pytest's failure lines
-    r"|\[(?:rank|default)\d+\]: ?"  # torchrun/elastic's per-rank tee (--tee, log_line_prefix)
+    r"|\[(?:rank|default)(?P<rank>\d+)\]: ?"  # torchrun/elastic's per-rank tee (--tee, log_line_prefix)
     r"|#\d+ \d+\.\d+ )")  # BuildKit's step output (`#8 12.34 ...`); its `#8 [2/5] RUN` header stays
 # Widths terminals and CI consoles wrap at; a log wraps at one when several of its lines are exactly that long.
 WRAP_WIDTHS = (79, 80, 100, 120, 132, 160, 200)
@@ -31,6 +31,7 @@ WRAP_WIDTHS = (79, 80, 100, 120, 132, 160, 200)
 class NormalisedLog:
     text: str
     origin: tuple[int, ...]  # origin[i]: the pasted log's line (1-based) that line i+1 of `text` starts on
+    ranks: tuple[int | None, ...] = ()  # ranks[i]: the torchrun rank whose prefix line i+1 had, else None
 
 
 def normalise_log(text: str) -> NormalisedLog:
@@ -38,32 +39,39 @@ def normalise_log(text: str) -> NormalisedLog:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     raw = text.split("\n")
-    cleaned = [_clean_line(line) for line in raw]
+    cleaned_and_ranks = [_clean_line(line) for line in raw]
+    cleaned = [line for line, _ in cleaned_and_ranks]
     # A terminal wraps what it shows: the width counts the characters left once the colour codes are gone.
     shown = [_ANSI.sub("", line) if "\x1b" in line else line for line in raw]
     width = _wrap_width(shown)
     lines: list[str] = []
     origin: list[int] = []
+    ranks: list[int | None] = []
     for number, (pasted, line) in enumerate(zip(shown, cleaned, strict=True), start=1):
         if lines and width and _continues(shown[number - 2], pasted, width):
             lines[-1] += line
             continue
         lines.append(line)
         origin.append(number)
-    return NormalisedLog("\n".join(line.rstrip() for line in lines), tuple(origin))
+        ranks.append(cleaned_and_ranks[number - 1][1])
+    return NormalisedLog("\n".join(line.rstrip() for line in lines), tuple(origin), tuple(ranks))
 
 
-def _clean_line(line: str) -> str:
+def _clean_line(line: str) -> tuple[str, int | None]:
+    """The line without colour codes, tabs and prefixes, and the torchrun rank its prefix named."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
     if "\t" in line:
         line = line.replace("\t", "    ")
+    rank = None
     for _ in range(4):  # `2024-.. [rank0]: E   ...`: prefixes nest, a few deep at most
         prefix = _TIMESTAMP.match(line) or _PREFIXES.match(line)
         if prefix is None or not prefix.end():
             break
+        if prefix.re is _PREFIXES and prefix.group("rank") is not None and rank is None:
+            rank = int(prefix.group("rank"))
         line = line[prefix.end():]
-    return line  # trailing blanks go once wrapped lines are joined: a wrap may fall on a blank
+    return line, rank  # trailing blanks go once wrapped lines are joined: a wrap may fall on a blank
 
 
 def _wrap_width(lines: list[str]) -> int | None:

@@ -15,7 +15,7 @@ from builder.explain.context import ExplainContext, HostGpu
 from builder.explain.error_codes import load_code_tables
 from builder.explain.facts import LogFacts
 from builder.explain.families import Family, load_explain_data, load_rules
-from builder.explain.judging import facts_of_hit, judge
+from builder.explain.judging import UsedFact, facts_of_hit, judge, phase_at
 from builder.explain.log_input import LogInput, decode_log, read_log, size_text
 from builder.explain.normalise import normalise_log
 from builder.explain.refining import REFINERS, default_said
@@ -86,7 +86,8 @@ def explain_text(text: str | bytes, source: str = "-", *, driver: DriverReading 
         log_input = decode_log(text)
         text = log_input.text
     normalised = normalise_log(text)
-    context = ExplainContext(text=normalised.text, source=source, origin=normalised.origin, driver=driver,
+    context = ExplainContext(text=normalised.text, source=source, origin=normalised.origin, ranks=normalised.ranks,
+                             driver=driver,
                              gpus=tuple(gpus), processes=tuple(processes), targets=tuple(targets),
                              compat=compat or load_compat())
     if log_input is not None and log_input.binary:
@@ -131,8 +132,12 @@ def _family_rule(family: Family) -> Callable[[ExplainContext], list[Finding]]:
             message, fix, used, basis = judged.cause, judged.fix, judged.facts, "facts"
         else:
             message, fix, used = refined.message, refined.fix, facts_of_hit(hit)
-            # The cause rests on the message the log printed: it is quoted with its line.
+            # The cause rests on the message the log printed: it is quoted with its line, and its phase.
             message = f"{message} (line {hit.line}: `{hit.evidence[:EVIDENCE_IN_CAUSE]}`)"
+            phase = phase_at(context, hit.at)
+            if phase is not None:
+                message += f"; printed in a {phase.how} ({phase.detail}, line {phase.line})"
+                used = (*used, UsedFact("phase", f"{phase.how}: {phase.detail}", phase.line))
             # A refiner chose its fix with the log's facts and the data, a fix with placeholders is filled with
             # the message's facts; else the data's fix is the family's own.
             told = hit.cause.fix if hit.cause is not None and hit.cause.fix else family.fix

@@ -136,3 +136,14 @@ def test_a_conda_forge_companion_of_another_pytorch_variant_names_both_builds() 
     cause, fix, _ = first(log)
     assert "cuda118_py310h6bd5fe8_302 (line 3) is cuda118" in cause and "cpu_py310h2a2f7e4_0 (line 4) is cpu" in cause
     assert "torchvision=*=*cuda118*" in fix
+
+
+@pytest.mark.parametrize(("log", "phase"), [
+    ("[rank3]: RuntimeError: CUDA error: device-side assert triggered\n", "torchrun rank's output (rank 3, line 1)"),
+    ("____ test_forward[cuda] ____\nE   RuntimeError: CUDA error: device-side assert triggered\n",
+     "pytest test (test_forward[cuda], line 1)"),
+])
+def test_a_findings_cause_names_the_phase_it_was_printed_in(log: str, phase: str) -> None:
+    cause, _, details = first(log)
+    assert f"printed in a {phase}" in cause
+    assert details["facts_used"][-1]["fact"] == "phase"
