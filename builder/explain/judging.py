@@ -20,6 +20,7 @@ from builder.specs.cuda import CudaVersion
 from builder.yamlio import load_data
 
 FACT_CHARS = 160  # characters of a log line quoted as a fact
+PHASE_HEADER_CHARS = 400  # a phase header's line holds its needle this far from the line's start at most
 MISSING_LIST_CHARS = 4000  # a solver's list of missing packages, read from the hit on
 
 
@@ -87,10 +88,13 @@ def phase_at(context: ExplainContext, at: int) -> Phase | None:
     """The phase a log position was printed in: the last phase header above it (a docker build step, a pytest
     test), else the torchrun rank its line was prefixed with, or None."""
     best: tuple[int, Phase] | None = None
-    text = context.log.text[:at]
+    text = context.log.text
     for kind, phase in judgement_data()["phases"].items():
+        first = context.log.first_at(phase["needle"])
+        if first == -1 or first > at:
+            continue
         for header in phase["headers"]:
-            for found in _multiline(header["re"]).finditer(text):
+            for found in _multiline(header["re"]).finditer(text, max(0, first - PHASE_HEADER_CHARS), at):
                 if best is None or found.start() > best[0]:
                     best = (found.start(), Phase(kind, header["how"], found.group(1).strip()[:FACT_CHARS],
                                                  _line_at(context, found.start())))
