@@ -364,6 +364,45 @@ def _variant(build: str) -> str:
 
 
 @_judge
+def _cuda_pins_that_disagree(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("cuda_pins", hit):
+        return None
+    pins: dict[str, tuple[str, str, int]] = {}  # CUDA X.Y -> the first package pinning it, its line
+    for found in _multiline(judgement_data()["cuda_pins"]["pin_re"]).finditer(context.log.text):
+        pins.setdefault(found.group(2), (found.group(1), found.group(0).strip(), _line_at(context, found.start())))
+    if len(pins) < 2:
+        return None
+    said_pins = [f"`{spec}` (line {line})" for _, spec, line in pins.values()]
+    cause = (f"{said.message}: the specs pin more than one CUDA: {', '.join(said_pins)}; every CUDA package of one "
+             "environment must agree on one cuda-version")
+    cudas = list(pins)
+    fix = (f"pin one CUDA for all of them: either cuda-version={cudas[0]} with the {cudas[0]} packages, or "
+           f"cuda-version={cudas[1]} and drop the {cudas[0]} pins (leaving cudatoolkit/cuda-* unpinned lets "
+           "cuda-version choose them); `envbuild lint SPEC` finds mixed CUDA pins")
+    return Judgement(cause, fix, tuple(UsedFact(package, cuda, line) for cuda, (package, _, line) in pins.items()))
+
+
+@_judge
+def _missing_packages_named(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    """Last of the solver's judgements: no channel or platform fact narrows the fix, but the cause names what
+    the solver could not find."""
+    if not _applies("missing_packages", hit):
+        return None
+    data = judgement_data()["missing_packages"]
+    text = context.log.text
+    start = text.rfind("\n", 0, hit.at) + 1
+    end = text.find("Current channels", hit.at)
+    end = min(end if end != -1 else len(text), hit.at + MISSING_LIST_CHARS)
+    found = list(_multiline(data["inline_re"]).finditer(text, start, end))
+    found += list(_multiline(data["list_re"]).finditer(text, start, end))
+    if not found:
+        return None
+    named = [(each.group(1).strip(), _line_at(context, each.start())) for each in found[:4]]
+    cause = f"{said.message}: not found: {', '.join(f'{spec} (line {line})' for spec, line in named)}"
+    return Judgement(cause, said.fix, tuple(UsedFact("missing", spec, line) for spec, line in named))
+
+
+@_judge
 def _device_mismatch_in_replica(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
     if not _applies("replica_device", hit):
         return None

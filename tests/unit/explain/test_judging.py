@@ -147,3 +147,19 @@ def test_a_findings_cause_names_the_phase_it_was_printed_in(log: str, phase: str
     cause, _, details = first(log)
     assert f"printed in a {phase}" in cause
     assert details["facts_used"][-1]["fact"] == "phase"
+
+
+def test_cuda_pins_that_disagree_are_named_with_their_lines() -> None:
+    log = ("Could not solve for environment specs\nThe following packages are incompatible\n"
+           "├─ cuda-cudart 12.1.105 would require\n│  └─ cuda-version >=12.1,<12.2.0a0 *, which can be installed;\n"
+           "├─ cuda-version =12.6 * is not installable because it requires\n")
+    cause, fix, _ = first(log)
+    assert "`cuda-cudart 12.1` (line 3)" in cause and "`cuda-version =12.6` (line 5)" in cause
+    assert "cuda-version=12.1" in fix and "cuda-version=12.6" in fix
+
+
+def test_the_packages_a_solver_cannot_find_are_named_in_the_cause() -> None:
+    log = ("PackagesNotFoundError: The following packages are not available from current channels:\n\n"
+           "  - pytorch-cuda=12.1\n\nCurrent channels:\n\n  - https://conda.anaconda.org/nvidia/linux-64\n")
+    cause, _, _ = first(log)
+    assert "not found: pytorch-cuda=12.1 (line 3)" in cause
