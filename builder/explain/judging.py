@@ -120,8 +120,9 @@ def _gpu_at_build_time(hit: Hit, context: ExplainContext, said: Refined) -> Judg
     if phase is None or phase.kind != "docker-build":
         return None
     data = judgement_data()["gpu_at_build_time"]
-    cause = data["cause"].format(how=phase.how, line=phase.line, step=phase.detail)
-    return Judgement(f"{said.message}; {cause}", data["fix"],
+    cause = data["cause"].format(how=phase.how, line=phase.line, step=phase.detail, hit_line=hit.line,
+                                 evidence=hit.evidence[:FACT_CHARS])
+    return Judgement(cause, data["fix"],
                      (UsedFact("phase", f"{phase.how}: {phase.detail}", phase.line),))
 
 
