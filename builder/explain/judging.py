@@ -254,21 +254,26 @@ def _torchvision_pair(hit: Hit, context: ExplainContext, said: Refined) -> Judge
     if torch is None or found is None:
         return None
     vision, vision_line = found.group(1), _line_at(context, found.start())
-    release = context.compat.release(torch.value.split("+")[0])
-    if release is None:
+    have = torch.value.split("+")[0]
+    pair = companion_of(have, "torchvision")
+    if pair is None:
         return None
-    vision_line_of = ".".join(vision.split("+")[0].split(".")[:2])
-    if vision_line_of == release.torchvision:
+    if pair == vision.split("+")[0]:
         return None
-    own = next((r for r in context.compat.releases() if r.torchvision == vision_line_of), None)
-    pair = release.torchvision_latest or release.torchvision
+    own = torch_of("torchvision", vision)
     cause = (f"{said.message}: torchvision {vision} (line {vision_line}) is not the pair of torch {torch.value} "
-             f"(line {torch.line}); torch {release.line} pairs with torchvision {release.torchvision}")
-    fix = f"install the pair from one index: `pip install torch=={torch.value.split('+')[0]} torchvision=={pair}`"
+             f"(line {torch.line}); torch {have} pairs with torchvision {pair}")
+    fix = f"install the pair from one index: `pip install torch=={have} torchvision=={pair}`"
     if own is not None:
-        fix += f", or keep torchvision {vision} with its own torch {own.latest}"
+        fix += f", or keep torchvision {vision} with its own torch {own}"
     return Judgement(cause, fix, (UsedFact("torch", torch.value, torch.line),
                                   UsedFact("torchvision", vision, vision_line)))
+
+
+def torch_of(package: str, version: str) -> str | None:
+    """The torch release a companion release was built for (torchvision 0.15.2 -> torch 2.0.1)."""
+    public = version.split("+")[0]
+    return next((torch for torch, row in torch_companions().items() if row.get(package) == public), None)
 
 
 @lru_cache(maxsize=1)
