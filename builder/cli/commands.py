@@ -408,7 +408,7 @@ def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> 
 def explain(log: Path | None, spec: Path | None, no_host: bool, catalogue: bool, as_json: bool) -> None:
     """Read an error log (pip, conda, CUDA, PyTorch, NCCL; FILE or - for stdin) and say what happened, why,
     and the fix. Exit 0 when something was recognised, 1 when not."""
-    from builder.host.explain import report as explaining
+    from builder.explain import report as explaining
     from builder.host.gpuinfo import read_host_gpus
 
     if catalogue:

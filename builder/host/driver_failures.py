@@ -3,8 +3,8 @@ explain's catalogue (builder/data/explain_rules.yaml, `explain.driver.*`), one c
 
 from __future__ import annotations
 
+from builder.explain.report import explain_text
 from builder.host.checks import MISSING, HostCheck
-from builder.host.explain.report import explain_text
 from smoke.driver import DriverReading
 
 # Families of the catalogue that say why the driver did not answer.

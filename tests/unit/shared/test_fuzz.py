@@ -168,7 +168,7 @@ LOG_SEEDS = sorted((REPO / "tests" / "corpus" / "error-logs").glob("*"))[:40]
 @BOUNDED
 @given(raw=st.one_of(mutated([p for p in LOG_SEEDS if p.is_file()] or SMI_SEEDS), st.binary(max_size=400)))
 def test_explain_answers_any_log(raw: bytes) -> None:
-    from builder.host.explain.report import explain_text
+    from builder.explain.report import explain_text
 
     report = explain_text(raw, "log.txt")
     assert isinstance(report.as_dict(), dict)
