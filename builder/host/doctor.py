@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from builder import proc
@@ -378,7 +378,16 @@ def _device_entry(entry: str) -> bool:
 
 def judge_targets(facts: HostFacts, targets: list[Target], compat: CompatData) -> list[TargetVerdict]:
     drivers = {t.key: _driver_verdict(facts.driver, t) for t in targets if t.cuda and facts.has_driver}
-    return [_judge(facts, target, targets, drivers, compat) for target in targets]
+    return [_judge_with_gpus(facts, target, targets, drivers, compat) for target in targets]
+
+
+def _judge_with_gpus(facts: HostFacts, target: Target, targets: list[Target],
+                     drivers: dict[str, tuple[str, HostCheck]], compat: CompatData) -> TargetVerdict:
+    """`_judge`, except that a driver which lists no GPU never makes a CUDA build "run"."""
+    judged = _judge(facts, target, targets, drivers, compat)
+    if facts.gpus or judged.verdict not in (RUNS, MINOR_COMPAT) or target.cuda is None:
+        return judged
+    return replace(judged, verdict=UNKNOWN, findings=(*judged.findings, _no_gpu_listed(target)))
 
 
 def _judge(facts: HostFacts, target: Target, targets: list[Target],
@@ -413,6 +422,13 @@ def _judge(facts: HostFacts, target: Target, targets: list[Target],
     if any(f.level == UNDECIDED for f in archs):
         return verdict(UNKNOWN, *findings)  # never "runs" for a GPU whose kernels nobody checked
     return verdict(driver_word, *findings)
+
+
+def _no_gpu_listed(target: Target) -> HostCheck:
+    """A driver number alone is no evidence that a build runs: a vGPU guest or a broken host lists no GPU."""
+    return HostCheck(
+        UNDECIDED, "GPUs", f"the driver answers but lists no GPU, so whether the CUDA {target.cuda} build runs here "
+        "is unknown", "run `nvidia-smi -L`; on a vGPU guest check its licence, in a container pass `--gpus`")
 
 
 def _without_driver(facts: HostFacts, target: Target) -> TargetVerdict:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from builder.host.checks import UNDECIDED, UNKNOWN
 from builder.host.doctor import (
     ARCH_NOT_IN_BUILD,
     FAIL,
@@ -89,8 +90,18 @@ def test_535_driver_runs_11_8_minor_compat_12_x_and_not_13_0() -> None:
 ])
 def test_driver_verdict_follows_min_and_full_compat_drivers(driver_version: str | None, cuda: tuple[int, int] | None,
                                                            target: str, verdict: str) -> None:
-    report = checked(diagnose(host(driver_version, cuda), [spec_targets()[target]]))
+    # An A100 (sm_80, in every build) so that the driver alone decides.
+    report = checked(diagnose(host(driver_version, cuda, A100_PAIR), [spec_targets()[target]]))
     assert by_target(report) == {target: verdict}
+
+
+@unit
+@pytest.mark.parametrize("cuda", [(13, 0), None])
+def test_a_driver_that_lists_no_gpu_never_runs_a_cuda_build(cuda: tuple[int, int] | None) -> None:
+    # A vGPU guest or a broken host: driver 580 answers but lists no GPU, so nothing says the build runs.
+    report = checked(diagnose(host("580.65.06", cuda), [spec_targets()["cuda12.6"]]))
+    assert by_target(report) == {"cuda12.6": UNKNOWN}
+    assert [f.level for f in findings_of(report, "cuda12.6", "GPUs")] == [UNDECIDED]
 
 
 @unit
