@@ -19,9 +19,11 @@ MINOR_COMPAT = "runs under minor-version compatibility"
 NEEDS_NEWER_DRIVER = "does not run (needs a newer driver)"
 ARCH_NOT_IN_BUILD = "does not run (GPU architecture not in this build)"
 NO_GPU = "does not run (no GPU here)"
+# nvidia-smi is installed but cannot reach the kernel module: a driver is there, so "no GPU" would mislead.
+DRIVER_NOT_LOADED = "does not run (driver not loaded)"
 UNKNOWN = "unknown"
 VERDICT_LEVEL = {RUNS: OK, MINOR_COMPAT: WARNING, NEEDS_NEWER_DRIVER: FAIL, ARCH_NOT_IN_BUILD: FAIL,
-                 NO_GPU: MISSING, UNKNOWN: INFO}
+                 NO_GPU: MISSING, DRIVER_NOT_LOADED: MISSING, UNKNOWN: INFO}
 
 
 # Doctor's six levels in the shared severities: "ok" lines are context, a missing part deserves a look.

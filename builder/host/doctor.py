@@ -21,6 +21,7 @@ from builder.host.arch_check import arch_findings, at_least, full_driver, indice
 from builder.host.capability import WHAT_WOULD_TELL
 from builder.host.checks import (
     ARCH_NOT_IN_BUILD,
+    DRIVER_NOT_LOADED,
     FAIL,
     INFO,
     MINOR_COMPAT,
@@ -46,7 +47,8 @@ from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess
 
 # The words and levels live in checks.py; they are doctor's vocabulary, so they are importable from here too.
-__all__ = ["ARCH_NOT_IN_BUILD", "FAIL", "INFO", "MINOR_COMPAT", "MISSING", "NEEDS_FIX", "NEEDS_NEWER_DRIVER", "NO_GPU",
+__all__ = ["ARCH_NOT_IN_BUILD", "DRIVER_NOT_LOADED", "FAIL", "INFO", "MINOR_COMPAT", "MISSING", "NEEDS_FIX",
+           "NEEDS_NEWER_DRIVER", "NO_GPU",
            "OK", "RUNS", "UNDECIDED", "UNKNOWN", "VERDICT_LEVEL", "WARNING", "DoctorReport", "EngineFacts",
            "HostCheck", "HostFacts", "TargetVerdict", "diagnose", "gather_host_facts", "judge_targets"]
 
@@ -434,7 +436,14 @@ def _no_gpu_listed(target: Target) -> HostCheck:
 def _without_driver(facts: HostFacts, target: Target) -> TargetVerdict:
     """No driver answered: no GPU here when none is loaded, unknown when one is there and broke."""
     assert target.cuda is not None
-    if gpus_unknown(facts.driver):
+    if facts.driver.smi_failure == "no-driver":
+        word, check = DRIVER_NOT_LOADED, HostCheck(
+            MISSING, "driver", f"nvidia-smi is installed but no NVIDIA kernel module answered: the CUDA {target.cuda} "
+            "build runs on the CPU only until it is loaded (after a kernel upgrade the module is often not built "
+            "for the running kernel)", "check `lsmod | grep nvidia`, `dkms status` and `sudo modprobe nvidia`; "
+            "rebuild the module for this kernel with DKMS (or reinstall the driver), then reboot; WSL2: update "
+            "the Windows driver, no Linux driver inside")
+    elif gpus_unknown(facts.driver):
         word, check = UNKNOWN, HostCheck(
             UNDECIDED, "driver", f"the driver did not answer (nvidia-smi: {facts.driver.smi_failure}), so whether the "
             f"CUDA {target.cuda} build runs here is unknown", "fix the NVIDIA driver problem above, then run "
