@@ -4,6 +4,7 @@ recorded table, and a guard for tests that need NVML to stay silent so the repla
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,19 @@ def answering_nvidia_smi(folder: Path, monkeypatch: pytest.MonkeyPatch, table: P
     apps = f"  --query-compute-apps=*) cat '{folder / 'apps.csv'}';;\n" if apps_csv is not None else \
         "  --query-compute-apps=*) echo 'Invalid combination of input arguments.'; exit 2;;\n"
     fake_nvidia_smi(folder, f'case "$1" in\n{refusal}{gpu}{apps}  *) cat \'{table}\';;\nesac\n', monkeypatch)
+
+
+def replay_host(capture: Path, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make this machine look, to doctor, like the host a pasted capture came from: an `nvidia-smi` that prints
+    the capture for any arguments, or none at all when the paste shows the shell not finding it."""
+    text = capture.read_text(encoding="utf-8", errors="replace")
+    path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep)
+            if entry and not (Path(entry) / "nvidia-smi").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    if not _SMI_NOT_FOUND.search(text):
+        fake_nvidia_smi(folder, f"cat '{capture}'\n", monkeypatch)
+
+
+# A shell that could not run nvidia-smi: the host has none.
+_SMI_NOT_FOUND = re.compile(r"nvidia-smi: (?:No such file or directory|command not found)|"
+                            r"'nvidia-smi' is not recognized", re.I)
