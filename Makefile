@@ -15,7 +15,7 @@ NPM ?= npm
 GITLAB_CI_LOCAL ?= gitlab-ci-local@4.70.1
 TOOLS ?= .tools
 
-.PHONY: setup test test-unit demo bench bench-lock bench-image bench-smoke bench-faults bench-realworld world world-down clean
+.PHONY: setup test test-unit demo bench bench-lock bench-image bench-smoke bench-faults bench-realworld bench-nvidia-smi world world-down clean
 
 $(BIN)/envbuild: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,9 @@ bench-smoke: setup
 # a 20 MB log (<= 2 s), a 1 GiB file, random bytes, an endless stdin, other encodings (about a minute).
 bench-realworld: setup
 	$(BIN)/python -m bench.realworld
+
+bench-nvidia-smi: setup
+	$(BIN)/python -m bench.nvidia_smi
 
 world: setup
 	bash tests/world/up.sh

@@ -48,6 +48,9 @@ class DriverReading:
     smi_processes: list[SmiProcess] = field(default_factory=list)
     smi_version: str | None = None  # nvidia-smi's own version: on WSL2 not the driver's
     smi_failure: str | None = None  # smoke.nvsmi.FAILURES key when nvidia-smi said why it could not answer
+    smi_signs: tuple[str, ...] = ()  # smoke.nvsmi.host_signs of what nvidia-smi printed: the host it runs on
+    smi_mig_devices: int = 0  # MIG instances nvidia-smi's table listed
+    smi_ran: bool = False  # an nvidia-smi ran and printed something (even nothing doctor can read)
 
     @property
     def cuda_text(self) -> str | None:
@@ -117,7 +120,9 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
     if returncode != 0 or parsed.failure:
         why = FAILURE_MEANING.get(parsed.failure or "", "")
         notes.append(f"nvidia-smi: exit {returncode}: {' '.join(text.split())[:200]}" + (f" ({why})" if why else ""))
-        return DriverReading(None, None, None, notes, smi_failure=parsed.failure) if parsed.failure else None
+        if not parsed.failure:
+            return None
+        return DriverReading(None, None, None, notes, smi_failure=parsed.failure, smi_signs=parsed.signs, smi_ran=True)
     if parsed.cuda_version is None:
         notes.append("nvidia-smi: no CUDA version in its header")
     gpus = parsed.gpus
@@ -127,17 +132,32 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
     queried = gpus_from_query(rows or [])
     if queried:
         gpus = _filled_in(queried, parsed.gpus)
-    if any(gpu.compute_capability is None for gpu in gpus):
-        # Old drivers cannot be asked for compute_cap: -q's Product Architecture is the next best thing.
-        detailed = _run_smi(executable, ["-q"], [])
-        if detailed is not None and detailed[0] == 0:
-            gpus = _filled_in(gpus, parse_nvidia_smi(detailed[1]).gpus)
+    gpus, signs = _with_q(executable, gpus, parsed.signs)
     driver_version = parsed.driver_version or next((r["driver_version"] for r in rows or [] if r.get("driver_version")),
                                                    None)
     apps = _query(executable, "compute-apps", APPS_QUERY_FIELDS, notes)
     processes = processes_from_query(apps) if apps is not None else parsed.processes
+    if driver_version is None and parsed.cuda_version is None and not gpus:
+        # It ran and printed nothing doctor can read (a log, a bare process table): no driver is claimed.
+        notes.append(f"nvidia-smi: printed no driver version nor GPU: {' '.join(text.split())[:160]}")
+        return DriverReading(None, None, None, notes, smi_processes=processes, smi_signs=signs,
+                             smi_mig_devices=parsed.mig_devices, smi_ran=True)
     return DriverReading("nvidia-smi", parsed.cuda_version, driver_version, notes, gpus, processes,
-                         smi_version=parsed.smi_version)
+                         smi_version=parsed.smi_version, smi_signs=signs, smi_mig_devices=parsed.mig_devices,
+                         smi_ran=True)
+
+
+def _with_q(executable: str, gpus: list[SmiGpu], signs: tuple[str, ...]) -> tuple[list[SmiGpu], tuple[str, ...]]:
+    """Old drivers cannot be asked for compute_cap: -q's Product Architecture is the next best thing (and -q
+    names the driver model and a vGPU's licence, which the table does not)."""
+    if gpus and all(gpu.compute_capability is not None for gpu in gpus):
+        return gpus, signs
+    detailed = _run_smi(executable, ["-q"], [])
+    if detailed is None or detailed[0] != 0:
+        return gpus, signs
+    q_reading = parse_nvidia_smi(detailed[1])
+    return (_filled_in(gpus, q_reading.gpus) if gpus else q_reading.gpus,
+            tuple(dict.fromkeys((*signs, *q_reading.signs))))
 
 
 def _filled_in(gpus: list[SmiGpu], other: list[SmiGpu]) -> list[SmiGpu]:

@@ -53,6 +53,18 @@ FAILURES = {
     "no-driver": re.compile(r"couldn't communicate with the NVIDIA driver|Driver Not Loaded|"
                             r"NVIDIA driver is not loaded", re.I),
     "driver-library-mismatch": re.compile(r"Driver/library version mismatch", re.I),
+    # The NVIDIA kernel module and the user-space library (or nvidia-smi) come from different driver releases:
+    # the kernel log's "API mismatch", NVML's RM version line.
+    "module-library-mismatch": re.compile(r"API mismatch: the client has the version|NVRM: API mismatch|"
+                                          r"kernel module version .{0,40} does not match", re.I),
+    # The driver's user-space library is absent where NVML is loaded: inside a container started without the
+    # NVIDIA runtime (--gpus, CDI), it is never mounted in.
+    "nvml-library-missing": re.compile(r"could not load NVML library|couldn't find libnvidia-ml\.so|"
+                                       r"libnvidia-ml\.so(?:\.1)?: cannot open shared object file|"
+                                       r"NVML Shared Library Not Found|NVMLError_LibraryNotFound", re.I),
+    # NVSwitch systems (HGX/DGX): CUDA waits for the fabric; nvidia-fabricmanager is not running or failed.
+    "fabric-manager": re.compile(r"system not yet initialized|cudaErrorSystemNotReady|Fabric ?Manager|"
+                                 r"CUDA_ERROR_SYSTEM_NOT_READY", re.I),
     "insufficient-permissions": re.compile(r"Failed to initialize NVML: Insufficient Permissions", re.I),
     "no-devices": re.compile(r"^\s*No devices were found\s*$", re.I | re.M),
     "gpu-lost": re.compile(r"Unable to determine the device handle for GPU|GPU is lost", re.I),
@@ -63,12 +75,27 @@ FAILURE_MEANING = {
     "no-driver": "no NVIDIA driver is loaded (or, in WSL2/containers, none is passed through)",
     "driver-library-mismatch": "the loaded kernel module and the driver's libraries are different versions "
                                "(typically a driver upgrade without a reboot)",
+    "module-library-mismatch": "the NVIDIA kernel module is another release than the user-space driver",
+    "nvml-library-missing": "the driver's NVML library is not here (a container started without the NVIDIA runtime)",
+    "fabric-manager": "the NVSwitch fabric is not up (nvidia-fabricmanager not running or a version other than "
+                      "the driver's)",
     "insufficient-permissions": "this user (or container) may not open the GPU device nodes",
     "no-devices": "the driver is loaded but initialised no GPU",
     "gpu-lost": "a GPU stopped answering the driver (fallen off the bus, Xid 79)",
     "nvml-unknown-error": "NVML failed with Unknown Error (in a container: its GPU device access was lost)",
     "nvml-failed": "NVML did not start",
 }
+# What nvidia-smi's own output says of the host it runs on (doctor's host kind weighs them with the OS's word).
+_DRIVER_MODEL_CELL = re.compile(r"\b(?:TCC/WDDM|Driver-Model)\b")
+_Q_DRIVER_MODEL = re.compile(r"^\s+Driver Model\s*\n\s+Current\s*:\s*(\S+)", re.M)
+_Q_MINOR_NUMBER = re.compile(r"^\s+Minor Number\s*:\s*(\S+)", re.M)
+_Q_VIRTUALIZATION = re.compile(r"^\s+Virtualization Mode\s*:\s*(.+?)\s*$", re.M)
+_VGPU_SOFTWARE = re.compile(r"vGPU Software Licensed Product|^\s*vGPU Software\b|Host VGPU Mode\s*:\s*SR-IOV", re.M)
+_CUDA_ERR = re.compile(r"CUDA(?: UMD)? Version\s*:\s*ERR!")
+_WSL_LIBRARY = re.compile(r"/usr/lib/wsl/(?:lib|drivers)/")
+_UNIX_DRIVER = re.compile(r"(?:KMD|Driver) Version\s*:\s*\d+\.(?:\d+\.\d+|\d{3})\b")
+_LIST_ROW = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)\s*$")
+
 # Lines nvidia-smi prints instead of query rows: an unknown field (old drivers), bad arguments.
 QUERY_REFUSAL = re.compile(r'^\s*(?:Field "[^"]*" is not a valid field to query|Invalid combination of input '
                            r'arguments|ERROR:)', re.I)
@@ -114,6 +141,7 @@ class SmiReading:
     smi_version: str | None = None  # the tool's own version; differs from the driver's on WSL2
     failure: str | None = None  # a FAILURES key when nvidia-smi printed why it could not read the GPUs
     mig_devices: int = 0
+    signs: tuple[str, ...] = ()  # host_signs(): what the output says of the host it runs on
 
     @property
     def cuda_version_text(self) -> str | None:
@@ -142,7 +170,7 @@ def parse_nvidia_smi(text: str | bytes) -> SmiReading:
     driver = _DRIVER_VERSION.search(text)
     smi = _SMI_VERSION.search(text)
     lines = text.splitlines()
-    gpus = _parse_gpu_rows(lines) or _parse_q_gpus(lines)
+    gpus = _parse_gpu_rows(lines) or _parse_q_gpus(lines) or _parse_list_rows(lines)
     return SmiReading(
         driver_version=driver.group(1) if driver else None,
         cuda_version=(int(cuda.group(1)), int(cuda.group(2))) if cuda else None,
@@ -151,7 +179,78 @@ def parse_nvidia_smi(text: str | bytes) -> SmiReading:
         smi_version=smi.group(1) if smi else None,
         failure=None if gpus else smi_failure(text),
         mig_devices=sum(1 for line in lines if _MIG_ROW.match(line.strip())),
+        signs=host_signs(text),
     )
+
+
+def host_signs(text: str) -> tuple[str, ...]:
+    """Marks in nvidia-smi's output (or an NVML log) of the system it runs on, each one word:
+
+    - `wddm`: a Windows driver model (the table's TCC/WDDM or Driver-Model column, `-q`'s Driver Model WDDM/TCC):
+      nvidia-smi.exe on Windows, or the Linux tool in WSL2 (whose -q reports the Windows driver's model);
+    - `no-driver-model`: `-q` says Driver Model N/A, as on Linux and FreeBSD;
+    - `persistence-column`: the table's Persistence-M column, which Windows' nvidia-smi.exe replaces by TCC/WDDM;
+    - `device-minor`: `-q` gives a device minor number (/dev/nvidiaN: Linux and FreeBSD; WSL2 says N/A);
+    - `unix-driver`: a driver version of the UNIX driver's form (535.113.01, 384.111), never a Windows one (461.72);
+    - `unix-processes` / `windows-processes`: process names as paths of either system;
+    - `cuda-err` and `wsl-library`: WSL2's nvidia-smi printing `CUDA Version: ERR!`, NVML loaded from /usr/lib/wsl;
+    - `smi-differs`: NVIDIA-SMI's version differs from the driver's (WSL2: the Linux tool, the Windows driver);
+    - `vgpu`: a vGPU guest (`vGPU Software Licensed Product`, `Virtualization Mode : VGPU`);
+    - `passthrough`: a GPU passed whole into a virtual machine (`Virtualization Mode : Pass-Through`).
+    """
+    signs = [*_driver_model_signs(text), *_version_signs(text)]
+    processes = _parse_process_rows(text.splitlines())
+    if any(p.name.startswith("/") for p in processes):
+        signs.append("unix-processes")
+    if any(p.name.lower().endswith(".exe") or "\\" in p.name for p in processes):
+        signs.append("windows-processes")
+    if _WSL_LIBRARY.search(text):
+        signs.append("wsl-library")
+    mode = _Q_VIRTUALIZATION.search(text)
+    if _VGPU_SOFTWARE.search(text) or (mode and mode.group(1).upper() == "VGPU"):
+        signs.append("vgpu")
+    elif mode and mode.group(1).lower() == "pass-through":
+        signs.append("passthrough")
+    return tuple(signs)
+
+
+def _driver_model_signs(text: str) -> list[str]:
+    signs = []
+    model = _Q_DRIVER_MODEL.search(text)
+    if _DRIVER_MODEL_CELL.search(text) or re.search(r"\|\s*\d+\s+.+?\s(?:WDDM|TCC)\s*\|", text) or (
+            model and model.group(1) in ("WDDM", "TCC", "MCDM")):
+        signs.append("wddm")
+    elif model and model.group(1) == "N/A":
+        signs.append("no-driver-model")
+    elif "Persistence-M" in text:
+        signs.append("persistence-column")
+    minor = _Q_MINOR_NUMBER.search(text)
+    if minor and minor.group(1).isdigit():
+        signs.append("device-minor")
+    return signs
+
+
+def _version_signs(text: str) -> list[str]:
+    signs = []
+    if _UNIX_DRIVER.search(text):
+        signs.append("unix-driver")
+    if _CUDA_ERR.search(text):
+        signs.append("cuda-err")
+    smi, driver = _SMI_VERSION.search(text), _DRIVER_VERSION.search(text)
+    if smi and driver and smi.group(1) != driver.group(1):
+        signs.append("smi-differs")
+    return signs
+
+
+def _parse_list_rows(lines: list[str]) -> list[SmiGpu]:
+    """`nvidia-smi -L`: "GPU 0: Quadro K620 (UUID: GPU-...)", names in full, nothing else."""
+    gpus = []
+    for line in lines:
+        row = _LIST_ROW.match(line.strip())
+        if row:
+            gpus.append(SmiGpu(index=int(row.group("index")), name=row.group("name"), bus_id=None,
+                               memory_used_mib=None, memory_total_mib=None, uuid=row.group("uuid")))
+    return gpus
 
 
 def _parse_gpu_rows(lines: list[str]) -> list[SmiGpu]:

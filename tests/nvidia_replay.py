@@ -4,10 +4,12 @@ recorded table, and a guard for tests that need NVML to stay silent so the repla
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
+from builder.host.hostkind import HostProbe
 from smoke.nvml import nvml_answers
 from tests.paths import FIXTURES
 
@@ -45,3 +47,38 @@ def answering_nvidia_smi(folder: Path, monkeypatch: pytest.MonkeyPatch, table: P
     apps = f"  --query-compute-apps=*) cat '{folder / 'apps.csv'}';;\n" if apps_csv is not None else \
         "  --query-compute-apps=*) echo 'Invalid combination of input arguments.'; exit 2;;\n"
     fake_nvidia_smi(folder, f'case "$1" in\n{refusal}{gpu}{apps}  *) cat \'{table}\';;\nesac\n', monkeypatch)
+
+
+def replay_host(capture: Path, folder: Path, monkeypatch: pytest.MonkeyPatch) -> HostProbe:
+    """Make this machine look, to doctor, like the host a pasted capture came from: an `nvidia-smi` that prints
+    the capture for any arguments (none at all when the paste shows the shell not finding it), and the probe of
+    what that host would have said of itself, as far as the paste shows it (`recorded_probe`)."""
+    text = capture.read_text(encoding="utf-8", errors="replace")
+    path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep)
+            if entry and not (Path(entry) / "nvidia-smi").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    if not _SMI_NOT_FOUND.search(text):
+        fake_nvidia_smi(folder, f"cat '{capture}'\n", monkeypatch)
+    return recorded_probe(text)
+
+
+def recorded_probe(text: str) -> HostProbe:
+    """What a pasted session shows of its host beyond nvidia-smi's own output, as doctor's probe would read it
+    there: a POSIX shell or PowerShell (the OS), a prompt of Docker's container-id hostname, a `docker run` of
+    nvidia-smi or a pod's log (a container), /proc/driver/nvidia/version's text. Nothing shown: not read."""
+    system = "Windows" if _WINDOWS_SHELL.search(text) else "Linux" if _POSIX_SHELL.search(text) else None
+    inside = next((why for why, pattern in _CONTAINER_CONTEXT if pattern.search(text)), None)
+    proc = "\n".join(line for line in text.splitlines() if line.startswith("NVRM version:")) or None
+    return HostProbe(system=system, container=inside, proc_driver_version=proc)
+
+
+# A shell that could not run nvidia-smi: the host has none.
+_SMI_NOT_FOUND = re.compile(r"nvidia-smi: (?:No such file or directory|command not found)|"
+                            r"'nvidia-smi' is not recognized", re.I)
+_WINDOWS_SHELL = re.compile(r"^PS [A-Z]:\\|^[A-Z]:\\[^>\n]*>", re.M)
+_POSIX_SHELL = re.compile(r"^(?:\S+@\S+:\S*\s*[$#]|\[\S+@\S+ [^\]]*\][$#]|[$#] ?nvidia-smi|bash: )", re.M)
+_CONTAINER_CONTEXT = (
+    ("a prompt of Docker's container-id hostname", re.compile(r"^\S+@[0-9a-f]{12}:", re.M)),
+    ("nvidia-smi run by `docker run`", re.compile(r"docker run\b[^\n]*nvidia-smi")),
+    ("a pod's log", re.compile(r"kubectl logs|\bstd(?:out|err) F ")),
+)

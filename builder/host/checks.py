@@ -19,9 +19,20 @@ MINOR_COMPAT = "runs under minor-version compatibility"
 NEEDS_NEWER_DRIVER = "does not run (needs a newer driver)"
 ARCH_NOT_IN_BUILD = "does not run (GPU architecture not in this build)"
 NO_GPU = "does not run (no GPU here)"
+# nvidia-smi is installed but cannot reach the kernel module: a driver is there, so "no GPU" would mislead.
+DRIVER_NOT_LOADED = "does not run (driver not loaded)"
+# Neither NVML nor nvidia-smi is here at all: no driver is installed (whether a GPU is, nothing here says).
+NO_DRIVER = "does not run (no driver)"
+# The kernel module and the user-space driver are two releases (an update without a reboot).
+DRIVER_MISMATCH = "does not run (driver/library mismatch)"
+# An NVSwitch system whose fabric is not up: CUDA does not start until nvidia-fabricmanager runs.
+FABRIC_NOT_READY = "does not run (NVSwitch fabric not ready)"
+# An arm64 host and a target built for linux-64 only.
+NO_PLATFORM_BUILD = "does not run (no linux-aarch64 build)"
 UNKNOWN = "unknown"
 VERDICT_LEVEL = {RUNS: OK, MINOR_COMPAT: WARNING, NEEDS_NEWER_DRIVER: FAIL, ARCH_NOT_IN_BUILD: FAIL,
-                 NO_GPU: MISSING, UNKNOWN: INFO}
+                 NO_GPU: MISSING, DRIVER_NOT_LOADED: MISSING, NO_DRIVER: MISSING, DRIVER_MISMATCH: MISSING,
+                 FABRIC_NOT_READY: MISSING, NO_PLATFORM_BUILD: FAIL, UNKNOWN: INFO}
 
 
 # Doctor's six levels in the shared severities: "ok" lines are context, a missing part deserves a look.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from builder import proc
@@ -21,13 +21,18 @@ from builder.host.arch_check import arch_findings, at_least, full_driver, indice
 from builder.host.capability import WHAT_WOULD_TELL
 from builder.host.checks import (
     ARCH_NOT_IN_BUILD,
+    DRIVER_MISMATCH,
+    DRIVER_NOT_LOADED,
+    FABRIC_NOT_READY,
     FAIL,
     INFO,
     MINOR_COMPAT,
     MISSING,
     NEEDS_FIX,
     NEEDS_NEWER_DRIVER,
+    NO_DRIVER,
     NO_GPU,
+    NO_PLATFORM_BUILD,
     OK,
     RUNS,
     UNDECIDED,
@@ -36,9 +41,10 @@ from builder.host.checks import (
     WARNING,
     HostCheck,
 )
-from builder.host.driver_failures import driver_failure, gpus_unknown
+from builder.host.driver_failures import container_without_driver, driver_failure, failure_verdict
 from builder.host.gpuinfo import GpuInfo, read_host_gpus
-from builder.host.mig import mig_findings, mig_words
+from builder.host.hostkind import HostKind, HostProbe, probe_host, read_host_kind
+from builder.host.mig import mig_findings, mig_gpu_limit, mig_words
 from builder.specs.compat import CompatData, load_compat, version_tuple
 from builder.specs.cuda import CudaVersion, cuda_json, cuda_or_cpu
 from builder.specs.target import Target
@@ -46,7 +52,8 @@ from smoke.driver import DriverReading
 from smoke.nvsmi import SmiProcess
 
 # The words and levels live in checks.py; they are doctor's vocabulary, so they are importable from here too.
-__all__ = ["ARCH_NOT_IN_BUILD", "FAIL", "INFO", "MINOR_COMPAT", "MISSING", "NEEDS_FIX", "NEEDS_NEWER_DRIVER", "NO_GPU",
+__all__ = ["ARCH_NOT_IN_BUILD", "DRIVER_MISMATCH", "DRIVER_NOT_LOADED", "FABRIC_NOT_READY", "FAIL", "INFO",
+           "MINOR_COMPAT", "MISSING", "NEEDS_FIX", "NEEDS_NEWER_DRIVER", "NO_DRIVER", "NO_GPU", "NO_PLATFORM_BUILD",
            "OK", "RUNS", "UNDECIDED", "UNKNOWN", "VERDICT_LEVEL", "WARNING", "DoctorReport", "EngineFacts",
            "HostCheck", "HostFacts", "TargetVerdict", "diagnose", "gather_host_facts", "judge_targets"]
 
@@ -83,6 +90,24 @@ class HostFacts:
     cuda_visible_devices: str | None = None
     cuda_device_order: str | None = None
     processes: tuple[SmiProcess, ...] = ()  # GPU compute processes (NVML, else nvidia-smi)
+    probe: HostProbe = field(default_factory=HostProbe)  # what the system said of itself (nothing: not read)
+
+    @property
+    def kind(self) -> HostKind:
+        """The kind of host, from the probe and what nvidia-smi/NVML printed (builder/host/hostkind.py)."""
+        return read_host_kind(self.probe, self.driver, tuple(gpu.name for gpu in self.gpus),
+                              mig_on=any(gpu.mig_enabled for gpu in self.gpus))
+
+    @property
+    def mig_instances(self) -> int:
+        """MIG instances listed (NVML per GPU, else nvidia-smi's MIG devices table); 0: none listed."""
+        return sum(gpu.mig_instances or 0 for gpu in self.gpus) or self.driver.smi_mig_devices
+
+    @property
+    def smoke_gpu_limit(self) -> int | None:
+        """The most GPUs the smoke suite can be asked to require (`--require-gpus`): with MIG on, the MIG
+        instances listed (each is one CUDA device); else the GPUs listed. None: none listed."""
+        return mig_gpu_limit(self.gpus, self.mig_instances)
 
     @property
     def has_driver(self) -> bool:
@@ -91,6 +116,18 @@ class HostFacts:
     @property
     def has_container_toolkit(self) -> bool:
         return bool(self.container_toolkit) or "nvidia" in self.engine.runtimes
+
+    def sources(self) -> dict[str, str | None]:
+        """Where each fact of the host model came from; None: no source gave it."""
+        driver, kind = self.driver, self.kind
+        return {"driver_version": driver.source if driver.driver_version else None,
+                "driver_cuda": driver.source if driver.cuda else None,
+                "kernel_module": "/proc/driver/nvidia/version" if kind.kernel_module else None,
+                "gpus": (driver.source or "nvml") if self.gpus else None,
+                "capabilities": ", ".join(f"GPU {gpu.index}: {gpu.capability_source or 'unknown'}"
+                                          for gpu in self.gpus) or None,
+                "failure": f"nvidia-smi: {driver.smi_failure}" if driver.smi_failure else None,
+                "kind": kind.source, "device_nodes": "/dev" if self.probe.device_nodes is not None else None}
 
     def as_dict(self) -> dict[str, Any]:
         driver = self.driver
@@ -103,6 +140,11 @@ class HostFacts:
             "driver": {"source": driver.source, "version": driver.driver_version, "cuda": driver.cuda_text,
                        "nvidia_smi_version": driver.smi_version, "nvidia_smi_failure": driver.smi_failure,
                        "notes": list(driver.notes)},
+            "kind": self.kind.as_dict(),
+            "probe": self.probe.as_dict(),
+            "mig_instances": self.mig_instances,
+            "smoke_gpu_limit": self.smoke_gpu_limit,
+            "sources": self.sources(),
             "processes": [asdict(process) for process in self.processes],
             "gpus": [gpu.as_dict() for gpu in self.gpus],
             "cuda_visible_devices": self.cuda_visible_devices,
@@ -163,14 +205,18 @@ class DoctorReport:
                           f"(via {driver.source})"
         else:
             driver_text = "none"
+        kind = host.kind
+        traits = "".join(f"; {trait.name} ({trait.source})" for trait in kind.traits)
         return [
             ["OS", host.os],
+            ["Host kind", f"{kind.name} ({kind.source}){traits}"],
             ["Python", host.python],
             ["Docker engine", engine_text],
             ["NVIDIA container toolkit", "; ".join(toolkit) or "none"],
             ["GPU access", engine.gpu_access.reason if engine.gpu_access else "unknown (no engine answered)"],
             ["NVIDIA driver", driver_text],
-            ["GPUs", str(len(host.gpus)) if host.gpus else "none"],
+            ["GPUs", (str(len(host.gpus)) if host.gpus else "none")
+             + (f", {host.mig_instances} MIG instance(s)" if host.mig_instances else "")],
             ["CUDA_VISIBLE_DEVICES", _unset_or(host.cuda_visible_devices)],
             ["CUDA_DEVICE_ORDER", _unset_or(host.cuda_device_order, "unset (CUDA numbers GPUs fastest first)")],
         ]
@@ -219,7 +265,8 @@ def _gib(size: int | None) -> str:
 
 # --- gathering (the only part that touches the host) --------------------------------------------
 
-def gather_host_facts(engine_timeout: float = ENGINE_TIMEOUT_S) -> HostFacts:
+def gather_host_facts(engine_timeout: float = ENGINE_TIMEOUT_S, probe: HostProbe | None = None) -> HostFacts:
+    """This host's facts; `probe` stands for what the system says of itself (a recorded host's), else it is read."""
     driver, gpus, processes = read_host_gpus()
     return HostFacts(
         os=_os_name(),
@@ -231,6 +278,7 @@ def gather_host_facts(engine_timeout: float = ENGINE_TIMEOUT_S) -> HostFacts:
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         cuda_device_order=os.environ.get("CUDA_DEVICE_ORDER"),
         processes=tuple(processes),
+        probe=probe_host() if probe is None else probe,
     )
 
 
@@ -296,8 +344,9 @@ def diagnose(facts: HostFacts, targets: list[Target] | tuple[Target, ...] = (),
 
 
 def host_findings(facts: HostFacts) -> list[HostCheck]:
-    return [*_engine_findings(facts), *_driver_findings(facts), *unsupported_gpu_findings(facts.gpus, load_compat()),
-            *mig_findings(facts.gpus), *_toolkit_findings(facts), *_visibility_findings(facts),
+    return [*_engine_findings(facts), *_kind_findings(facts.kind), *_driver_findings(facts),
+            *unsupported_gpu_findings(facts.gpus, load_compat()), *mig_findings(facts.gpus, facts.mig_instances),
+            *_toolkit_findings(facts), *_visibility_findings(facts),
             *[HostCheck(*a.as_check()) for a in [facts.engine.gpu_access] if a]]
 
 
@@ -312,10 +361,17 @@ def _engine_findings(facts: HostFacts) -> list[HostCheck]:
     return [HostCheck(OK, "Docker engine", f"Docker {engine.version} answers at {engine.address}")]
 
 
+def _kind_findings(kind: HostKind) -> list[HostCheck]:
+    findings = [HostCheck(INFO, "host kind", f"{kind.name} (from {kind.source}): {kind.means}", kind.fix)]
+    findings += [HostCheck(INFO, "host kind", f"{trait.name} (from {trait.source}): {trait.means}")
+                 for trait in kind.traits]
+    return findings
+
+
 def _driver_findings(facts: HostFacts) -> list[HostCheck]:
     driver = facts.driver
     if not facts.has_driver:
-        return [driver_failure(driver)]
+        return [container_without_driver(driver, facts.kind) or driver_failure(driver)]
     if driver.cuda is None:
         findings = [HostCheck(INFO, "NVIDIA driver", f"driver {driver.driver_version} does not report its CUDA "
                                                    "version; verdicts use the driver version alone")]
@@ -378,7 +434,16 @@ def _device_entry(entry: str) -> bool:
 
 def judge_targets(facts: HostFacts, targets: list[Target], compat: CompatData) -> list[TargetVerdict]:
     drivers = {t.key: _driver_verdict(facts.driver, t) for t in targets if t.cuda and facts.has_driver}
-    return [_judge(facts, target, targets, drivers, compat) for target in targets]
+    return [_judge_with_gpus(facts, target, targets, drivers, compat) for target in targets]
+
+
+def _judge_with_gpus(facts: HostFacts, target: Target, targets: list[Target],
+                     drivers: dict[str, tuple[str, HostCheck]], compat: CompatData) -> TargetVerdict:
+    """`_judge`, except that a driver which lists no GPU never makes a CUDA build "run"."""
+    judged = _judge(facts, target, targets, drivers, compat)
+    if facts.gpus or judged.verdict not in (RUNS, MINOR_COMPAT) or target.cuda is None:
+        return judged
+    return replace(judged, verdict=UNKNOWN, findings=(*judged.findings, _no_gpu_listed(target)))
 
 
 def _judge(facts: HostFacts, target: Target, targets: list[Target],
@@ -388,8 +453,9 @@ def _judge(facts: HostFacts, target: Target, targets: list[Target],
 
     if target.cuda is None:
         return verdict(RUNS, HostCheck(OK, "build", "CPU build: needs no GPU or driver"))
-    if not facts.has_driver:
-        return _without_driver(facts, target)
+    before = _before_the_driver(facts, target, targets, compat)
+    if before is not None:
+        return before
     driver_word, driver_finding = drivers[target.key]
     if driver_word == NEEDS_NEWER_DRIVER:
         alternatives = _runnable_alternatives(target, drivers)
@@ -415,16 +481,62 @@ def _judge(facts: HostFacts, target: Target, targets: list[Target],
     return verdict(driver_word, *findings)
 
 
+def _no_gpu_listed(target: Target) -> HostCheck:
+    """A driver number alone is no evidence that a build runs: a vGPU guest or a broken host lists no GPU."""
+    return HostCheck(
+        UNDECIDED, "GPUs", f"the driver answers but lists no GPU, so whether the CUDA {target.cuda} build runs here "
+        "is unknown", "run `nvidia-smi -L`; on a vGPU guest check its licence, in a container pass `--gpus`")
+
+
+def _before_the_driver(facts: HostFacts, target: Target, targets: list[Target],
+                       compat: CompatData) -> TargetVerdict | None:
+    """A verdict that needs no driver verdict: no build for this platform, or no driver version read."""
+    kind = facts.kind
+    if kind.has("aarch64") and "linux-aarch64" not in target.platforms:
+        told = next(t.source for t in kind.traits if t.name == "aarch64")
+        return TargetVerdict(target.key, target.torch, target.cuda, target.route.value, NO_PLATFORM_BUILD, (HostCheck(
+            FAIL, "platform", f"this host is arm64 ({told}) and the target is built for "
+            f"{', '.join(target.platforms)} only", "add linux-aarch64 to the target's platforms, or use a target "
+            "that has it"),))
+    if not facts.has_driver and facts.gpus and not facts.driver.smi_failure:
+        return _gpus_without_driver_version(facts, target, targets, compat)
+    if not facts.has_driver:
+        return _without_driver(facts, target)
+    return None
+
+
+def _gpus_without_driver_version(facts: HostFacts, target: Target, targets: list[Target],
+                                 compat: CompatData) -> TargetVerdict:
+    """GPUs are named (`nvidia-smi -L`, a -q excerpt) but no driver version: a build without kernels for them
+    does not run whatever the driver; any other verdict waits for the driver's version."""
+    archs = arch_findings(facts.gpus, target, targets, {}, UNKNOWN, compat, facts.driver)
+    unknown = HostCheck(UNDECIDED, "driver", f"no driver version was read, so whether the CUDA {target.cuda} "
+                        "build's runtime starts here is unknown", "run `nvidia-smi` (its header names the driver)")
+    word = ARCH_NOT_IN_BUILD if any(f.level == FAIL for f in archs) else UNKNOWN
+    return TargetVerdict(target.key, target.torch, target.cuda, target.route.value, word, (unknown, *archs))
+
+
 def _without_driver(facts: HostFacts, target: Target) -> TargetVerdict:
-    """No driver answered: no GPU here when none is loaded, unknown when one is there and broke."""
+    """No driver answered: why decides the verdict (no driver, not loaded, mismatch, no device, unknown)."""
     assert target.cuda is not None
-    if gpus_unknown(facts.driver):
+    told = failure_verdict(facts.driver, facts.kind, target)
+    if told is not None:
+        word, check = told
+    elif facts.driver.smi_failure == "no-driver":
+        word, check = DRIVER_NOT_LOADED, HostCheck(
+            MISSING, "driver", f"nvidia-smi is installed but no NVIDIA kernel module answered: the CUDA {target.cuda} "
+            "build runs on the CPU only until it is loaded (after a kernel upgrade the module is often not built "
+            "for the running kernel)", "check `lsmod | grep nvidia`, `dkms status` and `sudo modprobe nvidia`; "
+            "rebuild the module for this kernel with DKMS (or reinstall the driver), then reboot; WSL2: update "
+            "the Windows driver, no Linux driver inside")
+    elif facts.driver.smi_failure or facts.driver.smi_ran:
+        said = facts.driver.smi_failure or "nothing doctor can read"
         word, check = UNKNOWN, HostCheck(
-            UNDECIDED, "driver", f"the driver did not answer (nvidia-smi: {facts.driver.smi_failure}), so whether the "
+            UNDECIDED, "driver", f"the driver did not answer (nvidia-smi: {said}), so whether the "
             f"CUDA {target.cuda} build runs here is unknown", "fix the NVIDIA driver problem above, then run "
             "`envbuild doctor` again")
     else:
-        word, check = NO_GPU, HostCheck(
+        word, check = NO_DRIVER, HostCheck(
             MISSING, "driver", f"no NVIDIA driver here: the CUDA {target.cuda} build runs on the CPU only",
             f"run it on a GPU host with driver >= {target.min_driver} (>= {full_driver(target)} "
             "without minor-version compatibility)")

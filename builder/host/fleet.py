@@ -25,6 +25,7 @@ from builder.host.doctor import (
     ARCH_NOT_IN_BUILD,
     MINOR_COMPAT,
     NEEDS_NEWER_DRIVER,
+    NO_DRIVER,
     NO_GPU,
     RUNS,
     EngineFacts,
@@ -203,13 +204,14 @@ class FleetMatrix:
 
     def fix_rows(self) -> list[list[str]]:
         """Each (target, host) that does not run, with why and the fix; hosts no target covers come last."""
-        rows = [[c.target, c.host, c.why, c.fix or ""] for c in self.cells if not c.runs and c.verdict != NO_GPU]
+        rows = [[c.target, c.host, c.why, c.fix or ""] for c in self.cells
+                if not c.runs and c.verdict not in (NO_GPU, NO_DRIVER)]
         rows += [["(none)", host, "no target of the spec runs here", fix] for host, fix in self.uncovered.items()]
         return rows
 
 
 SHORT = {RUNS: "runs", MINOR_COMPAT: "runs (minor-version)", NEEDS_NEWER_DRIVER: "needs newer driver",
-         ARCH_NOT_IN_BUILD: "no kernels", NO_GPU: "no GPU"}
+         ARCH_NOT_IN_BUILD: "no kernels", NO_GPU: "no GPU", NO_DRIVER: "no driver"}
 
 
 def fleet_matrix(targets: list[Target], hosts: list[FleetHost], compat: CompatData | None = None) -> FleetMatrix:

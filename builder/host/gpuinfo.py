@@ -36,6 +36,7 @@ class GpuInfo:
     candidates: tuple[tuple[int, int], ...] = ()
     architecture: str | None = None
     mig_mode: str | None = None  # "Enabled" / "Disabled"; None: not said (or the GPU has no MIG)
+    mig_instances: int | None = None  # MIG devices NVML lists on this GPU; None: not asked (nvidia-smi, no MIG)
 
     @property
     def sm(self) -> str | None:
@@ -57,7 +58,7 @@ class GpuInfo:
             "memory_free": self.memory_free, "memory_total": self.memory_total,
             "utilization": self.utilization, "capability_source": self.capability_source,
             "capability_candidates": [f"{major}.{minor}" for major, minor in self.candidates],
-            "architecture": self.architecture, "mig_mode": self.mig_mode,
+            "architecture": self.architecture, "mig_mode": self.mig_mode, "mig_instances": self.mig_instances,
         }
 
 
@@ -99,10 +100,20 @@ def _device_snapshot(pynvml: Any, index: int) -> dict[str, Any]:
         "utilization_gpu": None if utilization is None else utilization.gpu,
         "architecture": architecture,
         "mig_mode": None if mig is None else ("Enabled" if mig[0] == 1 else "Disabled"),
+        "mig_devices": _mig_devices(pynvml, handle, answer) if mig is not None and mig[0] == 1 else None,
         "processes": [{"pid": process.pid, "used_memory": process.usedGpuMemory,
                        "name": answer(pynvml.nvmlSystemGetProcessName, process.pid)}
                       for process in answer(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []],
     }
+
+
+def _mig_devices(pynvml: Any, handle: Any, answer: Callable[..., Any]) -> int | None:
+    """How many MIG devices (GPU instances with a compute instance) this GPU has now."""
+    most = answer(getattr(pynvml, "nvmlDeviceGetMaxMigDeviceCount", _absent), handle)
+    if most is None:
+        return None
+    by_index = getattr(pynvml, "nvmlDeviceGetMigDeviceHandleByIndex", _absent)
+    return sum(1 for index in range(int(most)) if answer(by_index, handle, index) is not None)
 
 
 def _absent(*_: Any) -> None:
@@ -131,6 +142,7 @@ def gpus_from_nvml(snapshot: Iterable[dict[str, Any]]) -> list[GpuInfo]:
             bus_id=_text(device.get("pci_bus_id")),
             capability=known.capability, capability_source=known.source, candidates=known.candidates,
             architecture=architecture, mig_mode=device.get("mig_mode"),
+            mig_instances=None if device.get("mig_devices") is None else int(device["mig_devices"]),
             memory_free=None if memory.get("free") is None else int(memory["free"]),
             memory_total=None if memory.get("total") is None else int(memory["total"]),
             utilization=None if utilization is None else int(utilization),

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from builder import proc
 from builder.errors import EnvbuildError, UsageError
+from builder.host.mig import check_mig_limit, host_mig_limit
 from smoke.report import SmokeReport
 
 if TYPE_CHECKING:  # the decision and its data load only when a run asks for GPUs
@@ -136,6 +137,8 @@ def check_gpu_request(container: ContainerOptions, require_gpus: int) -> None:
     if require_gpus and container.gpus.count not in (None, -1) and container.gpus.count < require_gpus:
         raise UsageError(f"--require-gpus {require_gpus} with --gpus {container.gpus.count}: ask for at least "
                          f"{require_gpus} GPUs, or --gpus all")
+    if require_gpus > 1:  # one GPU is one MIG instance too; past that, MIG mode sets the limit
+        check_mig_limit(require_gpus, host_mig_limit())
 
 
 def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | None,

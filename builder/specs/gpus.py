@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -22,13 +23,59 @@ def _words(name: str) -> tuple[str, ...]:
     return tuple(word for word in re.split(r"[^A-Z0-9]+", name.upper()) if word and word not in BRAND_WORDS)
 
 
+class ModelCapability(NamedTuple):
+    """What a board's name tells of its compute capability, and how."""
+
+    capability: tuple[int, int] | None
+    how: str | None  # "model name", "name prefix", "generation <name>"; None: the name does not tell
+    candidates: tuple[tuple[int, int], ...] = ()  # several: a cut or ambiguous name that fits boards of each
+
+
 @lru_cache(maxsize=1)
-def _models() -> list[tuple[tuple[str, ...], tuple[int, int]]]:
-    text = data_text("gpus.yaml")
-    models = yaml.safe_load(text)["models"]
-    table = [(_words(name), parse_capability(str(capability))) for name, capability in models.items()]
+def _gpu_data() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(data_text("gpus.yaml"))
+    return data
+
+
+def listed_boards() -> list[tuple[str, tuple[int, int]]]:
+    """Every board of NVIDIA's CUDA GPUs list (current, legacy) with its capability, as the list names it."""
+    boards: list[tuple[str, tuple[int, int]]] = []
+    for section in _gpu_data()["nvidia_list"].values():
+        for capability, names in section.items():
+            boards.extend((name, parse_capability(str(capability))) for name in names)
+    return boards
+
+
+def _plain(name: str) -> str:
+    for qualifier in _gpu_data()["qualifiers"]:
+        name = name.replace(qualifier, " ")
+    return name
+
+
+def _variants(name: str) -> list[str]:
+    """"Tesla C2050/C2070" names two boards: Tesla C2050 and Tesla C2070."""
+    head, *others = name.split("/")
+    family = head.rsplit(" ", 1)[0]
+    return [head, *(f"{family} {other}" for other in others)]
+
+
+@lru_cache(maxsize=1)
+def _models() -> list[tuple[tuple[str, ...], tuple[tuple[int, int], ...]]]:
+    """Listed names as words, each with every capability NVIDIA lists under it (two: the name is ambiguous)."""
+    named: dict[tuple[str, ...], set[tuple[int, int]]] = {}
+    extra = [(name, parse_capability(str(entry["capability"]))) for name, entry in _gpu_data()["not_listed"].items()]
+    for name, capability in [*listed_boards(), *extra]:
+        for one in _variants(name):
+            named.setdefault(_words(_plain(one)), set()).add(capability)
+    table = [(words, tuple(sorted(capabilities))) for words, capabilities in named.items() if words]
     # Longest name first, so "A100" wins over "A10" and "RTX 6000 ADA" over "RTX 6000".
     return sorted(table, key=lambda row: (-len(row[0]), -sum(len(word) for word in row[0])))
+
+
+@lru_cache(maxsize=1)
+def _generations() -> list[tuple[re.Pattern[str], tuple[int, int], str]]:
+    return [(re.compile(rule["pattern"]), parse_capability(str(rule["capability"])), str(rule["generation"]))
+            for rule in _gpu_data()["generations"]]
 
 
 def parse_capability(text: str) -> tuple[int, int]:
@@ -40,14 +87,52 @@ def parse_capability(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def capability_of_model(name: str) -> tuple[int, int] | None:
-    """The compute capability of a GPU named like nvidia-smi names it, or None for a model not in the data."""
+def model_capability(name: str) -> ModelCapability:
+    """The compute capability a board's name tells (as nvidia-smi or NVML print it, cut names included)."""
+    stripped = name.rstrip()
+    if stripped.endswith("..."):
+        return _cut_name_capability(stripped[:-3])
     words = _words(name)
-    for model, capability in _models():
+    for model, capabilities in _models():
         for start in range(len(words) - len(model) + 1):
             if words[start:start + len(model)] == model:
-                return capability
-    return None
+                if len(capabilities) == 1:
+                    return ModelCapability(capabilities[0], "model name", capabilities)
+                return ModelCapability(None, None, capabilities)
+    joined = " ".join(words)
+    for pattern, capability, generation in _generations():
+        if pattern.search(joined):
+            return ModelCapability(capability, f"generation {generation}", (capability,))
+    return ModelCapability(None, None)
+
+
+def _cut_name_capability(prefix: str) -> ModelCapability:
+    """A name nvidia-smi's table cut ("GeForce GTX 105...", "NVIDIA GeForce RTX 4050 ..."): the listed boards it
+    can be are those whose names start with what is left, or that what is left starts with; it tells the
+    capability only when they all share one."""
+    words = _words(prefix)
+    partial = "" if prefix.endswith((" ", "-")) or not words else words[-1]
+    whole = words[:-1] if partial else words
+    fits: set[tuple[int, int]] = set()
+    for model, capabilities in _models():
+        longer = model[:len(whole)] == whole and (not partial or (len(model) > len(whole)
+                                                                  and model[len(whole)].startswith(partial)))
+        shorter = len(model) <= len(whole) and whole[:len(model)] == model
+        if longer or shorter:
+            fits.update(capabilities)
+    joined = " ".join(words)
+    for pattern, capability, _ in _generations():
+        if pattern.search(" ".join(whole)) or pattern.search(joined):
+            fits.add(capability)
+    candidates = tuple(sorted(fits))
+    if len(candidates) == 1:
+        return ModelCapability(candidates[0], "name prefix", candidates)
+    return ModelCapability(None, None, candidates)
+
+
+def capability_of_model(name: str) -> tuple[int, int] | None:
+    """The compute capability of a GPU named like nvidia-smi names it, or None for a model not in the data."""
+    return model_capability(name).capability
 
 
 def capability_of(entry: str) -> tuple[int, int] | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from builder.host.checks import UNDECIDED, UNKNOWN
 from builder.host.doctor import (
     ARCH_NOT_IN_BUILD,
     FAIL,
@@ -18,7 +19,7 @@ from builder.host.doctor import (
     MINOR_COMPAT,
     MISSING,
     NEEDS_NEWER_DRIVER,
-    NO_GPU,
+    NO_DRIVER,
     OK,
     RUNS,
     WARNING,
@@ -28,6 +29,7 @@ from builder.host.doctor import (
     gather_host_facts,
 )
 from builder.host.gpuinfo import MIB, gpus_from_nvml, rank_by_free_memory
+from builder.host.hostkind import probe_host
 from builder.specs.cuda import CudaVersion
 from builder.specs.model import load_spec
 from builder.specs.target import resolve_targets
@@ -89,8 +91,18 @@ def test_535_driver_runs_11_8_minor_compat_12_x_and_not_13_0() -> None:
 ])
 def test_driver_verdict_follows_min_and_full_compat_drivers(driver_version: str | None, cuda: tuple[int, int] | None,
                                                            target: str, verdict: str) -> None:
-    report = checked(diagnose(host(driver_version, cuda), [spec_targets()[target]]))
+    # An A100 (sm_80, in every build) so that the driver alone decides.
+    report = checked(diagnose(host(driver_version, cuda, A100_PAIR), [spec_targets()[target]]))
     assert by_target(report) == {target: verdict}
+
+
+@unit
+@pytest.mark.parametrize("cuda", [(13, 0), None])
+def test_a_driver_that_lists_no_gpu_never_runs_a_cuda_build(cuda: tuple[int, int] | None) -> None:
+    # A vGPU guest or a broken host: driver 580 answers but lists no GPU, so nothing says the build runs.
+    report = checked(diagnose(host("580.65.06", cuda), [spec_targets()["cuda12.6"]]))
+    assert by_target(report) == {"cuda12.6": UNKNOWN}
+    assert [f.level for f in findings_of(report, "cuda12.6", "GPUs")] == [UNDECIDED]
 
 
 @unit
@@ -228,7 +240,8 @@ def test_nvml_values_become_gpus_ranked_by_free_memory() -> None:
         "index": 1, "name": "NVIDIA A100-SXM4-40GB", "uuid": "GPU-9a8b7c6d-5e4f-3a2b-1c0d-e9f8a7b6c5d4",
         "bus_id": "00000000:0F:00.0", "capability": "8.0", "memory_free": 42_520_805_376,
         "memory_total": 42_949_672_960, "utilization": 0, "capability_source": "driver",
-        "capability_candidates": ["8.0"], "architecture": None, "mig_mode": None}
+        "capability_candidates": ["8.0"], "architecture": None, "mig_mode": None,
+            "mig_instances": None}
 
 
 # --- host findings -------------------------------------------------------------------------------
@@ -245,8 +258,8 @@ def test_no_gpu_and_no_engine_says_what_is_missing() -> None:
     assert set(missing) == {"Docker engine", "NVIDIA driver", "NVIDIA container toolkit"}
     assert missing["Docker engine"].fix.startswith("start the Docker engine (`sudo systemctl start docker`")
     assert "nvidia-smi: not on PATH" in missing["NVIDIA driver"].message
-    assert by_target(report) == {"cuda13.0": NO_GPU, "cuda12.9": NO_GPU, "cuda12.6": NO_GPU, "cuda11.8": NO_GPU,
-                                 "cpu": RUNS}
+    assert by_target(report) == {"cuda13.0": NO_DRIVER, "cuda12.9": NO_DRIVER, "cuda12.6": NO_DRIVER,
+                                 "cuda11.8": NO_DRIVER, "cpu": RUNS}
     assert findings_of(report, "cuda13.0", "driver")[0].fix.startswith("run it on a GPU host with driver >= 580.65.06")
     assert report.cannot_run == []
 
@@ -287,6 +300,10 @@ def test_an_engine_older_than_gpus_flag_is_a_warning() -> None:
 
 no_gpu_here = pytest.mark.skipif(nvml_answers() or shutil.which("nvidia-smi") is not None,
                                  reason="this machine has an NVIDIA driver")
+# Inside a container without the NVIDIA runtime the host's GPUs are unknown (the runtime would mount the driver's
+# libraries): doctor says so instead of "no driver".
+IN_CONTAINER = probe_host().container is not None
+NO_DRIVER_HERE = UNKNOWN if IN_CONTAINER else NO_DRIVER
 
 
 @unit
@@ -301,7 +318,7 @@ def test_real_gather_here_finds_no_driver_and_no_engine_at_a_dead_socket(tmp_pat
     assert facts.python.endswith(".".join(map(str, sys.version_info[:3])))
     report = checked(diagnose(facts, list(spec_targets().values())))
     assert {f.subject for f in report.findings if f.level == MISSING} >= {"Docker engine", "NVIDIA driver"}
-    assert set(by_target(report).values()) == {NO_GPU, RUNS}
+    assert set(by_target(report).values()) == {NO_DRIVER_HERE, RUNS}
 
 
 @unit
@@ -312,18 +329,20 @@ def test_cli_doctor_here_exits_0_and_says_what_is_missing(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     # table cells wrap, so the table is checked for titles and single words, the JSON for sentences
     for words in ("pytorch: targets on this host", "problems", "NVMLError_LibraryNotFound", "nvidia-container-toolkit",
-                  "dockerd", "580.65.06"):
+                  "dockerd", "--gpus" if IN_CONTAINER else "580.65.06"):
         assert words in done.stdout
     as_json = envbuild("doctor", str(SPEC), "--json", env={"DOCKER_HOST": address})
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout)
     assert data["host"]["engine"]["reachable"] is False and data["host"]["driver"]["source"] is None
     assert {t["target"]: t["verdict"] for t in data["targets"]} == {
-        "cuda13.0": NO_GPU, "cuda12.9": NO_GPU, "cuda12.6": NO_GPU, "cuda11.8": NO_GPU, "cpu": RUNS}
+        "cuda13.0": NO_DRIVER_HERE, "cuda12.9": NO_DRIVER_HERE, "cuda12.6": NO_DRIVER_HERE,
+        "cuda11.8": NO_DRIVER_HERE, "cpu": RUNS}
     assert data["cannot_run"] == []
     missing = {f["subject"]: f for f in data["findings"] if f["level"] == MISSING}
     assert missing["Docker engine"]["message"].startswith(f"no Docker engine answers at {address} (")
-    assert missing["NVIDIA driver"]["message"].startswith("no NVIDIA driver answered")
+    assert missing["NVIDIA driver"]["message"].startswith(
+        "this container has no NVIDIA driver libraries" if IN_CONTAINER else "no NVIDIA driver answered")
     bare = envbuild("doctor", "--json", env={"DOCKER_HOST": address})
     assert bare.returncode == 0 and json.loads(bare.stdout)["targets"] == []
 

@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 from builder.host.checks import UNDECIDED
-from builder.host.doctor import ARCH_NOT_IN_BUILD, MISSING, RUNS, UNKNOWN, diagnose, gather_host_facts
+from builder.host.doctor import (
+    ARCH_NOT_IN_BUILD,
+    DRIVER_MISMATCH,
+    MISSING,
+    NO_GPU,
+    RUNS,
+    UNKNOWN,
+    diagnose,
+    gather_host_facts,
+)
 from builder.host.gpuinfo import gpus_from_nvml, gpus_from_smi
 from builder.specs.cuda import CudaVersion
 from smoke.nvsmi import SmiGpu
@@ -134,34 +143,38 @@ def test_mig_mode_is_read_from_table_minus_q_and_csv(tmp_path: Path, monkeypatch
 
 # --- failures --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("capture", "says", "fix_words"), [
-    ("nvml-driver-library-mismatch.txt", "kernel module", "reboot"),
-    ("nvml-insufficient-permissions.txt", "device nodes", "nvidia-ctk cdi generate"),
-    ("no-devices-were-found.txt", "initialised no GPU", "dmesg"),
+@pytest.mark.parametrize(("capture", "says", "fix_words", "verdict"), [
+    # A mismatch stops every CUDA build until module and libraries match; a driver with no device has no GPU to
+    # run on; a permission problem leaves the GPUs unknown.
+    ("nvml-driver-library-mismatch.txt", "kernel module", "reboot", DRIVER_MISMATCH),
+    ("nvml-insufficient-permissions.txt", "device nodes", "nvidia-ctk cdi generate", UNKNOWN),
+    ("no-devices-were-found.txt", "initialised no GPU", "dmesg", NO_GPU),
 ])
-def test_each_real_failure_gets_its_cause_and_targets_stay_unknown(capture: str, says: str, fix_words: str,
-                                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_each_real_failure_gets_its_cause_and_its_verdict(capture: str, says: str, fix_words: str, verdict: str,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     _, report = doctor_on(CORPUS / capture, tmp_path, monkeypatch)
     [driver] = [f for f in report.findings if f.subject == "NVIDIA driver"]
     assert driver.level == MISSING and says in driver.message and not driver.message.startswith("no NVIDIA driver")
     assert fix_words in (driver.fix or "") and "install" not in (driver.fix or "").split(";")[0]
     verdicts = by_target(report)
-    assert verdicts.pop("cpu") == RUNS and set(verdicts.values()) == {UNKNOWN}
+    assert verdicts.pop("cpu") == RUNS and set(verdicts.values()) == {verdict}
 
 
-@pytest.mark.parametrize(("line", "says", "fix_words"), [
+@pytest.mark.parametrize(("line", "says", "fix_words", "verdict"), [
     # Fixtures: the lines as nvidia-smi prints them (no capture of either in the corpus)
-    ("Failed to initialize NVML: Unknown Error", "daemon-reload", "restart the container"),
-    ("Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error", "fallen off the bus", "reboot"),
+    ("Failed to initialize NVML: Unknown Error", "daemon-reload", "restart the container", UNKNOWN),
+    ("Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error", "fallen off the bus", "reboot",
+     NO_GPU),
 ])
 def test_nvml_unknown_error_and_a_lost_gpu_are_not_a_missing_driver(line: str, says: str, fix_words: str,
-                                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+                                                                    verdict: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch):
     (tmp_path / "said.txt").write_text(line + "\n")
     _, report = doctor_on(tmp_path / "said.txt", tmp_path, monkeypatch)
     [driver] = [f for f in report.findings if f.subject == "NVIDIA driver"]
     assert says in driver.message and fix_words in (driver.fix or "")
     assert "reinstall the NVIDIA driver" not in (driver.fix or "") and "install the NVIDIA driver" not in (driver.fix or "")
-    assert by_target(report)["cuda12.6"] == UNKNOWN
+    assert by_target(report)["cuda12.6"] == verdict
 
 
 # --- hardware no current build supports -----------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.host.doctor import ARCH_NOT_IN_BUILD, RUNS, diagnose, gather_host_facts
+from builder.host.doctor import ARCH_NOT_IN_BUILD, DRIVER_NOT_LOADED, RUNS, diagnose, gather_host_facts
 from smoke.driver import read_driver
 from tests import paths
 from tests.nvidia_replay import answering_nvidia_smi, fake_nvidia_smi, needs_no_nvml
@@ -88,6 +88,18 @@ def test_failure_lines_become_a_fix(capture: str, failure: str, fix_words: str, 
     assert not facts.has_driver
     [driver_check] = [f for f in diagnose(facts).findings if f.subject == "NVIDIA driver"]
     assert fix_words in (driver_check.fix or "")
+
+
+def test_an_installed_driver_whose_module_is_not_loaded_is_not_called_no_gpu(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # nvidia-smi runs but cannot reach the kernel module (the usual state after a kernel upgrade without DKMS).
+    capture = CORPUS / "wsl-failed-to-communicate.txt"
+    fake_nvidia_smi(tmp_path / "bin", f"cat '{capture}'\nexit 9\n", monkeypatch)
+    report = diagnose(gather_host_facts(), list(spec_targets().values()))
+    cuda_verdicts = {t.verdict for t in report.targets if t.cuda is not None}
+    assert cuda_verdicts == {DRIVER_NOT_LOADED}
+    [check] = [f for t in report.targets if t.cuda is not None for f in t.findings][:1]
+    assert "dkms status" in (check.fix or "") and "modprobe nvidia" in (check.fix or "")
 
 
 def test_nvml_processes_are_reported() -> None:

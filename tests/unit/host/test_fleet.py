@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from builder.errors import UsageError
-from builder.host.doctor import ARCH_NOT_IN_BUILD, MINOR_COMPAT, NEEDS_NEWER_DRIVER, NO_GPU, RUNS, gather_host_facts
+from builder.host.doctor import (
+    ARCH_NOT_IN_BUILD,
+    MINOR_COMPAT,
+    NEEDS_NEWER_DRIVER,
+    NO_DRIVER,
+    RUNS,
+    gather_host_facts,
+)
 from builder.host.fleet import (
     NATIVE,
     PTX_JIT,
@@ -224,7 +231,7 @@ def test_a_host_without_gpus_reads_no_gpu(mixed_targets, tmp_path: Path) -> None
     record.update(gpus=[], driver={"source": None, "version": None, "cuda": None, "notes": []}, name="laptop")
     (tmp_path / "laptop.json").write_text(json.dumps(record))
     matrix = fleet_matrix(mixed_targets, [load_host(tmp_path / "laptop.json")])
-    assert {c.verdict for c in matrix.cells} == {NO_GPU}
+    assert {c.verdict for c in matrix.cells} == {NO_DRIVER}
     assert matrix.cover == () and matrix.uncovered == {}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import EnvbuildError, UsageError
-from builder.host.doctor import MINOR_COMPAT, NEEDS_NEWER_DRIVER, NO_GPU, RUNS
+from builder.host.doctor import MINOR_COMPAT, NEEDS_NEWER_DRIVER, NO_DRIVER, RUNS
 from builder.specs.model import load_spec
 from builder.specs.target import resolve_targets
 from builder.teams.onboard import (
@@ -52,7 +52,7 @@ def test_the_newest_target_this_host_runs(driver, cuda, gpus, chosen: str, verdi
     assert (choice.target.key, choice.verdict) == (chosen, verdict)
     if chosen == "cpu":
         assert choice.reason == ("no CUDA target runs here (cuda13.0, cuda12.9, cuda12.6, cuda11.8: does not run (no "
-                                 "GPU here); `envbuild doctor` says why), so the CPU target")
+                                 "driver); `envbuild doctor` says why), so the CPU target")
     else:
         assert choice.reason.startswith(f"the newest CUDA target this host runs: {RUNS} (driver")
 
@@ -73,7 +73,7 @@ def test_an_asked_target_keeps_its_verdict_in_the_reason() -> None:
     assert choice.reason.startswith("asked for with --cuda; on this host: does not run (needs a newer driver): the "
                                     "driver supports CUDA 12.2, so CUDA 13.0 builds cannot run")
     here = choose_target(targets("cuda12.9"), host(None, None), asked=True, platform="linux-64")
-    assert here.verdict == NO_GPU
+    assert here.verdict == NO_DRIVER
 
 
 @unit
