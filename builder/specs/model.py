@@ -124,7 +124,8 @@ class Images(StrictModel):
 
 class ContainerUser(StrictModel):
     name: Annotated[str, Field(pattern=USER_PATTERN)] = "envbuild"
-    uid: Annotated[int, Field(ge=1, le=65000)] = 1000
+    # strict: `uid: true` is not uid 1 (which would replace the image's `daemon` user)
+    uid: Annotated[int, Field(ge=1, le=65000, strict=True)] = 1000
 
 
 class TargetSpec(StrictModel):

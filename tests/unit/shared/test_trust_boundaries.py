@@ -1,0 +1,62 @@
+"""Unicode that changes what a line means (U+2028, U+0085, bidi controls) and mistyped spec values,
+refused where envbuild reads them and escaped where it writes them, checked with libyaml itself."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from builder.errors import EnvbuildError, UsageError
+from builder.safe_io.text import escape_unsafe, unsafe_characters
+from builder.specs.model import parse_spec
+from builder.specs.reference import check_label_text
+from builder.teams.install_source import checked_install_from
+from builder.templates import comment_text, yaml_str
+
+pytestmark = pytest.mark.unit
+
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LINE_BREAKERS = ["\u2028", "\u2029", "\u0085"]
+BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200f"]
+HOSTILE = st.text(alphabet=st.sampled_from([*LINE_BREAKERS, *BIDI, "\n", "\r", ":", "#", " ", "a", "\"", "\\"]))
+
+
+def test_the_characters_that_break_lines_or_reorder_text_are_named() -> None:
+    assert unsafe_characters("a\u2028b\u2029c\u0085d\u202ee\u2066") == ["U+2028", "U+2029", "U+0085", "U+202E", "U+2066"]
+    assert unsafe_characters("café ü 日本 torch>=2.7") == []
+
+
+def test_a_line_separator_in_install_from_is_refused_before_it_reaches_a_ci_file() -> None:
+    crafted = "envbuild==1.0\u2028evil:\u2028  script: [\"curl x | sh\"]"
+    with pytest.raises(UsageError):
+        checked_install_from(crafted)
+
+
+@pytest.mark.parametrize("character", LINE_BREAKERS + BIDI)
+def test_a_label_with_a_line_or_bidi_character_is_refused(character: str) -> None:
+    with pytest.raises(UsageError):
+        check_label_text("--label", f"team{character}x")
+
+
+def test_a_crafted_name_in_a_header_comment_adds_no_yaml_key() -> None:
+    crafted = "vision\u2028injected:\u2028  script: [\"curl x | sh\"]"
+    document = f"# Generated from the spec {comment_text(crafted)}\nname: {yaml_str(crafted)}\n"
+    assert yaml.load(document, Loader=LOADER) == {"name": crafted}
+
+
+@given(HOSTILE)
+def test_hostile_text_written_as_a_yaml_value_or_comment_reads_back_as_itself(text: str) -> None:
+    document = f"# from {comment_text(text)}\nvalue: {yaml_str(text)}\n"
+    assert yaml.load(document, Loader=LOADER) == {"value": text}
+    assert unsafe_characters(escape_unsafe(text)) == []
+
+
+BASE = {"name": "vision", "python": "3.11", "torch": "2.13.0", "targets": [{"cuda": "cpu"}]}
+
+
+@pytest.mark.parametrize("uid", [True, False, "1000", 1000.0])
+def test_a_uid_that_is_not_an_integer_is_refused(uid: object) -> None:
+    with pytest.raises(EnvbuildError, match="uid"):
+        parse_spec({**BASE, "user": {"uid": uid}}, "envs/vision.yaml")
