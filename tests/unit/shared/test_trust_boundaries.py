@@ -60,3 +60,43 @@ BASE = {"name": "vision", "python": "3.11", "torch": "2.13.0", "targets": [{"cud
 def test_a_uid_that_is_not_an_integer_is_refused(uid: object) -> None:
     with pytest.raises(EnvbuildError, match="uid"):
         parse_spec({**BASE, "user": {"uid": uid}}, "envs/vision.yaml")
+
+
+def _spec_file(tmp_path, text: str):
+    path = tmp_path / "vision.yaml"
+    path.write_text("name: vision\npython: '3.11'\ntorch: '2.13.0'\ntargets: [{cuda: cpu}]\n" + text)
+    return path
+
+
+@given(st.integers(min_value=4301, max_value=20000))
+def test_a_number_of_thousands_of_digits_is_one_error_line_not_an_internal_error(digits: int) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from builder.specs.model import load_spec
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = _spec_file(Path(folder), "user: {uid: " + "9" * digits + "}\n")
+        with pytest.raises(EnvbuildError, match="number too long"):
+            load_spec(path)
+
+
+def test_a_binary_name_is_refused(tmp_path) -> None:
+    from builder.specs.model import load_spec
+
+    path = tmp_path / "vision.yaml"
+    path.write_text("name: !!binary dmlzaW9u\npython: '3.11'\ntorch: '2.13.0'\ntargets: [{cuda: cpu}]\n")
+    with pytest.raises(EnvbuildError, match="binary"):
+        load_spec(path)
+
+
+def test_the_cli_says_one_line_and_no_internal_error_for_a_huge_number(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    path = _spec_file(tmp_path, "user: {uid: " + "9" * 5000 + "}\n")
+    done = subprocess.run([sys.executable, "-m", "builder", "lint", str(path)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode not in (0, 70)
+    assert "internal error" not in done.stderr + done.stdout
+    assert "number too long" in done.stderr + done.stdout
