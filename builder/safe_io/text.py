@@ -9,6 +9,7 @@ file holds. Unicode's own categories name them all: Cc (controls, C1 included), 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
@@ -27,3 +28,14 @@ def has_unsafe_characters(text: str, *, allow: str = "") -> bool:
 def escape_unsafe(text: str) -> str:
     r"""`text` with each unsafe character written as `\uXXXX` (valid in JSON and YAML double quotes)."""
     return "".join(f"\\u{ord(ch):04x}" if unicodedata.category(ch) in UNSAFE_CATEGORIES else ch for ch in text)
+
+
+# ECMA-48 sequences a log may carry: CSI (colours, cursor moves), OSC (window titles, OSC 52 which
+# writes the clipboard, OSC 8 links) ended by BEL or ST, and the other two-character escapes.
+_TERMINAL_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x9b[0-?]*[ -/]*[@-~]"
+                                r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[@-Z\\-_]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text quoted from a log, fit for a terminal: escape sequences dropped, other unsafe characters escaped."""
+    return escape_unsafe(_TERMINAL_SEQUENCE.sub("", text))

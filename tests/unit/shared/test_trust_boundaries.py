@@ -100,3 +100,25 @@ def test_the_cli_says_one_line_and_no_internal_error_for_a_huge_number(tmp_path)
     assert done.returncode not in (0, 70)
     assert "internal error" not in done.stderr + done.stdout
     assert "number too long" in done.stderr + done.stdout
+
+
+def test_explain_quotes_a_log_without_its_terminal_escapes(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    log = tmp_path / "train.log"
+    # OSC 52 would write the reader's clipboard; the colour codes are harmless but noise too.
+    log.write_bytes(b"step 1\n\x1b]52;c;ZWNobyBwd25lZA==\x07RuntimeError: CUDA error: no kernel image is available "
+                    b"for execution on the device \x1b[31mred\x1b[0m \xe2\x80\xae\n")
+    done = subprocess.run([sys.executable, "-m", "builder", "explain", str(log)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert "no kernel image" in done.stdout
+    assert "\x1b" not in done.stdout + done.stderr
+    assert "\u202e" not in done.stdout
+
+
+@given(st.text(alphabet=st.sampled_from(["\x1b", "]", "[", "5", "2", ";", "\x07", "\\", "\x9b", "\x9d", "a", "m"])))
+def test_terminal_safe_leaves_no_escape_character(text: str) -> None:
+    from builder.safe_io.text import terminal_safe
+
+    assert not {"\x1b", "\x9b", "\x9d", "\x07"} & set(terminal_safe(text))
