@@ -122,3 +122,18 @@ def test_terminal_safe_leaves_no_escape_character(text: str) -> None:
     from builder.safe_io.text import terminal_safe
 
     assert not {"\x1b", "\x9b", "\x9d", "\x07"} & set(terminal_safe(text))
+
+
+@pytest.mark.parametrize("key", ["io.envbuild.lock-hash", "io.envbuild.target"])
+def test_a_spec_label_cannot_replace_envbuilds_own(key: str) -> None:
+    with pytest.raises(EnvbuildError, match="io.envbuild"):
+        parse_spec({**BASE, "labels": {key: "forged"}}, "envs/vision.yaml")
+
+
+@pytest.mark.parametrize("character", LINE_BREAKERS + BIDI)
+def test_a_spec_description_or_label_value_with_a_line_or_bidi_character_is_refused(character: str) -> None:
+    with pytest.raises(EnvbuildError):
+        parse_spec({**BASE, "description": f"a{character}b"}, "envs/vision.yaml")
+    with pytest.raises(EnvbuildError):
+        parse_spec({**BASE, "labels": {"team": f"a{character}b"}}, "envs/vision.yaml")
+    assert parse_spec({**BASE, "description": "café, 日本"}, "envs/vision.yaml").description == "café, 日本"
