@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from builder.errors import UsageError
+from builder.safe_io.text import has_unsafe_characters
 
 CHANNEL_TIMEOUT = "ENVBUILD_CHANNEL_TIMEOUT"  # seconds a channel has to answer a first request (lock)
 SOLVE_TIMEOUT = "ENVBUILD_SOLVE_TIMEOUT"  # seconds one solve may take (the lock's solver)
@@ -49,7 +50,7 @@ def folder(name: str) -> Path | None:
     if expanded.startswith("~"):
         raise UsageError(f"{name}={raw!r}: names the home folder of a user this system does not know; "
                          "give a path")
-    if any(ord(character) < 32 for character in raw):
+    if has_unsafe_characters(raw):
         raise UsageError(f"{name}={raw!r}: control characters in a folder name; give a plain path")
     return Path(expanded)
 

@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 
 from builder import __version__
+from builder.safe_io.text import escape_unsafe, has_unsafe_characters
 
 
 def templates_dir() -> Path:
@@ -32,7 +33,7 @@ def templates_dir() -> Path:
 def docker_str(value: Any) -> str:
     """A Dockerfile double-quoted word: backslash, quote and `$` (variable expansion) escaped."""
     text = str(value)
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+    if has_unsafe_characters(text):
         raise ValueError(f"control character in a Dockerfile value: {text!r}")
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     return f'"{escaped}"'
@@ -40,7 +41,8 @@ def docker_str(value: Any) -> str:
 
 def yaml_str(value: Any) -> str:
     """A YAML scalar that reads back as exactly this value (JSON is a subset of YAML)."""
-    return json.dumps(value, ensure_ascii=False)
+    # U+2028, U+0085, ... stay escaped: raw, a YAML 1.1 reader folds them into a line break.
+    return escape_unsafe(json.dumps(value, ensure_ascii=False))
 
 
 def shell_word(value: Any) -> str:
@@ -49,7 +51,8 @@ def shell_word(value: Any) -> str:
 
 def comment_text(value: Any) -> str:
     """Text for a `#` comment: control characters (a newline would end the comment) shown escaped."""
-    return json.dumps(str(value), ensure_ascii=False)[1:-1]
+    # json.dumps leaves U+2028/U+0085 raw, and those end the comment for YAML 1.1 readers too.
+    return escape_unsafe(json.dumps(str(value), ensure_ascii=False)[1:-1])
 
 
 @lru_cache(maxsize=1)

@@ -52,6 +52,9 @@ def load_yaml(text: str, path: Path, what: str, error: Callable[[str], Exception
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise error(f"{path}: not valid YAML{where}; {fix}") from None
+    except ValueError:
+        # Python refuses to convert an integer of more than 4300 digits (sys.get_int_max_str_digits)
+        raise error(f"{path}: the {what} holds a number too long to be a value (thousands of digits); {fix}") from None
     check_shape(data, path, what, error, fix, max_nodes)
     return data
 
@@ -65,6 +68,9 @@ def check_shape(data: Any, path: Path, what: str, error: Callable[[str], Excepti
     stack: list[tuple[Any, int, bool]] = [(data, 1, False)]
     while stack:
         node, depth, children_done = stack.pop()
+        if isinstance(node, (bytes, bytearray)):
+            # `!!binary` decodes to bytes: no name, URL or label envbuild reads is binary
+            raise error(f"{path}: the {what} holds a !!binary value, which is not text; {fix}")
         if not isinstance(node, (dict, list)):
             continue
         children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
@@ -81,7 +87,8 @@ def check_shape(data: Any, path: Path, what: str, error: Callable[[str], Excepti
         expanded[id(node)] = 1  # visiting; shared nodes are walked once
         unique += 1
         stack.append((node, depth, True))
-        stack.extend((child, depth + 1, False) for child in children if isinstance(child, (dict, list)))
+        walked = (dict, list, bytes, bytearray)
+        stack.extend((child, depth + 1, False) for child in children if isinstance(child, walked))
 
 
 def read_yaml(path: Path, what: str, error: Callable[[str], Exception], fix: str,

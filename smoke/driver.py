@@ -6,9 +6,11 @@ No torch here. `pynvml` is imported only when present: images need not carry nvi
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass, field, replace
 
 from smoke.compat import driver_cuda_from_nvml
@@ -27,6 +29,8 @@ from smoke.nvsmi import (
 )
 
 NVIDIA_SMI_TIMEOUT_S = 30.0
+# What nvidia-smi prints for dozens of GPUs is a few hundred KB; more is a broken tool, not data.
+MAX_SMI_OUTPUT_BYTES = 8 << 20
 NVIDIA_SMI_TIMEOUT_ENV = "ENVBUILD_NVIDIA_SMI_TIMEOUT"  # a hung driver costs this long (tests shorten it)
 
 
@@ -186,13 +190,38 @@ def _run_alone(command: list[str], timeout: float) -> tuple[int, str, str]:
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, start_new_session=True)
     try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except BaseException:
+        stdout, stderr = _read_capped(process, command, timeout)
+    finally:
         _kill_group(process.pid)
-        process.communicate()
-        raise
-    _kill_group(process.pid)
+        process.wait()
     return process.returncode, decode_output(stdout), decode_output(stderr)
+
+
+def _read_capped(process: subprocess.Popen, command: list[str], timeout: float) -> tuple[bytes, bytes]:
+    """Both pipes until they close, at most MAX_SMI_OUTPUT_BYTES each (the rest is left unread: a broken
+    driver can print hundreds of MB), within `timeout` (a grandchild may keep the pipes open)."""
+    deadline = time.monotonic() + timeout
+    chunks: dict[int, bytearray] = {}
+    with selectors.DefaultSelector() as selector:
+        for pipe in (process.stdout, process.stderr):
+            assert pipe is not None
+            selector.register(pipe.fileno(), selectors.EVENT_READ)
+            chunks[pipe.fileno()] = bytearray()
+        full = False
+        while selector.get_map() and not full:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(command, timeout)
+            for key, _ in selector.select(left):
+                data = os.read(key.fd, 1 << 16)
+                if not data:
+                    selector.unregister(key.fd)
+                    continue
+                buffer = chunks[key.fd]
+                buffer += data[:MAX_SMI_OUTPUT_BYTES - len(buffer)]
+                full = full or len(buffer) >= MAX_SMI_OUTPUT_BYTES  # the rest is not read: the group is killed
+    assert process.stdout is not None and process.stderr is not None
+    return bytes(chunks[process.stdout.fileno()]), bytes(chunks[process.stderr.fileno()])
 
 
 def _kill_group(pid: int) -> None:

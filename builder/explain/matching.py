@@ -14,6 +14,7 @@ from builder.explain.error_codes import CodeTable, ErrorCode, load_code_tables
 from builder.explain.families import Cause, Family, load_rules
 from builder.explain.log_text import LogText
 from builder.explain.message_templates import Template, compile_template
+from builder.safe_io.text import terminal_safe
 
 EVIDENCE_CHARS = 300  # characters of the log line a finding quotes
 # Distinct codes one code-carrying family reports (each becomes at most one finding anyway).
@@ -165,8 +166,10 @@ def _hit(family: Family, found: re.Match[str], log: LogText, code: ErrorCode | N
         fields["meaning"] = code.meaning
         if code.says:
             fields.setdefault("error", code.says)
-    return Hit(family, fields, found.start(), log.line_of(found.start()), log.line_text(found.start())[:EVIDENCE_CHARS],
-               code)
+    # What the log says is quoted on a terminal: its escape sequences (OSC 52 writes the clipboard) go.
+    fields = {key: terminal_safe(value) for key, value in fields.items()}
+    evidence = terminal_safe(log.line_text(found.start()))[:EVIDENCE_CHARS]
+    return Hit(family, fields, found.start(), log.line_of(found.start()), evidence, code)
 
 
 def _with_extras_and_cause(hit: Hit, log: LogText) -> Hit:

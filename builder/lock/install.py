@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
@@ -46,7 +47,12 @@ PLAN_KIND = "envbuild-install-plan"
 # Big CUDA packages over a slow mirror: a whole install may take many minutes.
 DEFAULT_TIMEOUT_S = 3600.0
 _CHUNK = 1 << 20
-_REQUEST_TIMEOUT_S = 60.0
+_REQUEST_TIMEOUT_S = 60.0  # connect, and each read: a silent server is given up on after this
+_ATTEMPTS = 4
+_RETRY_PAUSE_S = 1.0
+_PARALLEL_DOWNLOADS = 4
+# Above the largest conda package published (CUDA's, about 2 GiB): a URL streaming forever ends here.
+_MAX_PACKAGE_BYTES = 8 << 30
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _MD5_RE = re.compile(r"[0-9a-f]{32}")
 _PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
@@ -301,17 +307,46 @@ def install_plan(
 def _download_all(
     artifacts: tuple[CondaArtifact, ...], folder: Path, deadline: float
 ) -> tuple[list[tuple[CondaArtifact, Path]], int]:
-    """Download each package into its own folder and check its hashes; the first mismatch raises."""
-    verified: list[tuple[CondaArtifact, Path]] = []
-    total = 0
-    for index, artifact in enumerate(artifacts):
-        target = folder / f"{index:05d}" / artifact.file_name
+    """Download the packages side by side (a few at a time: CUDA's big ones dominate), each into its own
+    folder, and check its hashes; the first failure raises once the downloads under way have stopped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    targets = [folder / f"{index:05d}" / artifact.file_name for index, artifact in enumerate(artifacts)]
+    for target in targets:
         target.parent.mkdir(parents=True)
-        sha256, md5, size = _download(artifact.url, target, deadline, artifact.name)
+    stop = _Stop()
+
+    def fetch(pair: tuple[CondaArtifact, Path]) -> int:
+        artifact, target = pair
+        sha256, md5, size = _download(artifact.url, target, deadline, artifact.name, stop)
         _verify(artifact, sha256, md5)
-        verified.append((artifact, target))
-        total += size
-    return verified, total
+        return size
+
+    with ThreadPoolExecutor(max_workers=_PARALLEL_DOWNLOADS) as pool:
+        futures = [pool.submit(fetch, pair) for pair in zip(artifacts, targets, strict=True)]
+        try:
+            sizes = [future.result() for future in futures]
+        except BaseException:
+            stop.set()
+            for future in futures:
+                future.cancel()
+            raise
+    return list(zip(artifacts, targets, strict=True)), sum(sizes)
+
+
+class _Stop:
+    """Set once one download failed: the others stop at their next chunk instead of finishing."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def __bool__(self) -> bool:
+        return self._event.is_set()
 
 
 def _verify(artifact: CondaArtifact, sha256: str, md5: str) -> None:
@@ -323,43 +358,139 @@ def _verify(artifact: CondaArtifact, sha256: str, md5: str) -> None:
             )
 
 
-def _download(url: str, target: Path, deadline: float, what: str) -> tuple[str, str, int]:
-    """Copy `url` to `target`, hashing on the way; returns (sha256, md5, size)."""
-    resolved = _expand_url(url, what)
-    scheme = urllib.parse.urlsplit(resolved).scheme
+class _Transfer:
+    """One download's hashes and size, kept across a resumed request."""
+
+    def __init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        self.sha256, self.md5, self.size = hashlib.sha256(), hashlib.md5(), 0  # md5 is conda's, not security
+
+    def add(self, chunk: bytes) -> None:
+        self.sha256.update(chunk)
+        self.md5.update(chunk)
+        self.size += len(chunk)
+
+    def result(self) -> tuple[str, str, int]:
+        return self.sha256.hexdigest(), self.md5.hexdigest(), self.size
+
+
+class _Retryable(Exception):
+    """A connection that failed or went silent mid-transfer: tried again, resuming where it stopped."""
+
+
+def _download(url: str, target: Path, deadline: float, what: str, stop: object = False) -> tuple[str, str, int]:
+    """Copy `url` to `target`, hashing on the way; returns (sha256, md5, size). A URL is data: it is
+    never expanded from the environment. Every request has a connect and a read timeout, every file a
+    size cap; a dropped or silent connection is retried (resuming with a Range request) a few times."""
+    _check_url(url, what)
+    scheme = urllib.parse.urlsplit(url).scheme
+    transfer = _Transfer()
+    if scheme == "file":
+        with open(target, "wb") as out:
+            _copy_local(url, out, transfer, deadline, what, stop)
+        return transfer.result()
+    if scheme not in ("http", "https"):
+        raise InstallError(f"{what}: unsupported URL scheme in {url} (use file://, http:// or https://)")
+    with open(target, "wb") as out:
+        for attempt in range(_ATTEMPTS):
+            try:
+                _fetch_http(url, out, transfer, deadline, what, stop)
+                return transfer.result()
+            except _Retryable as exc:
+                if attempt + 1 == _ATTEMPTS or time.monotonic() > deadline:
+                    raise InstallError(f"{what}: cannot download {url} ({exc}; tried {_ATTEMPTS} times)") from None
+                time.sleep(min(_RETRY_PAUSE_S * (attempt + 1), max(0.0, deadline - time.monotonic())))
+    raise AssertionError("unreachable")
+
+
+def _fetch_http(url: str, out: Any, transfer: _Transfer, deadline: float, what: str, stop: object) -> None:
+    import http.client
+
+    headers = {"Range": f"bytes={transfer.size}-"} if transfer.size else {}
+    request = urllib.request.Request(url, headers=headers)  # the caller checked the scheme
+    timeout = max(1.0, min(_REQUEST_TIMEOUT_S, deadline - time.monotonic()))
     try:
-        if scheme == "file":
-            with open(urllib.request.url2pathname(urllib.parse.urlsplit(resolved).path), "rb") as src:
-                return _copy_hashing(src, target, deadline, what)
-        if scheme in ("http", "https"):
-            timeout = max(1.0, min(_REQUEST_TIMEOUT_S, deadline - time.monotonic()))
-            with urllib.request.urlopen(resolved, timeout=timeout) as src:  # scheme checked
-                return _copy_hashing(src, target, deadline, what)
+        with urllib.request.urlopen(request, timeout=timeout) as src:  # scheme checked
+            if transfer.size and src.status != 206:  # the server ignored the range: from the start again
+                out.seek(0)
+                out.truncate()
+                transfer.restart()
+            length = src.headers.get("Content-Length")
+            expected = transfer.size + int(length) if length and length.isdigit() and len(length) < 20 else None
+            if expected is not None and expected > _MAX_PACKAGE_BYTES:
+                raise InstallError(_too_large(what, url))
+            _copy_hashing(src, out, transfer, deadline, what, stop)
+            if expected is not None and transfer.size < expected:  # read1 ends quietly at a dropped connection
+                raise _Retryable(f"the connection closed after {transfer.size} of {expected} bytes")
+    except urllib.error.HTTPError as exc:
+        if exc.code >= 500 or exc.code == 429:
+            raise _Retryable(f"HTTP {exc.code}") from None
+        raise InstallError(f"{what}: cannot download {url} (HTTP {exc.code} {exc.reason})") from None
+    except TimeoutError:
+        raise _Retryable(f"no answer for {timeout:.0f} s") from None
+    except (http.client.HTTPException, ConnectionError) as exc:
+        raise _Retryable(type(exc).__name__) from None
     except OSError as exc:
         reason = getattr(exc, "reason", None) or exc.strerror or exc
+        if isinstance(reason, TimeoutError):
+            raise _Retryable(f"no answer for {timeout:.0f} s") from None
         raise InstallError(f"{what}: cannot download {url} ({reason})") from None
-    raise InstallError(f"{what}: unsupported URL scheme in {url} (use file://, http:// or https://)")
 
 
-def _copy_hashing(src: Any, target: Path, deadline: float, what: str) -> tuple[str, str, int]:
-    sha256, md5, size = hashlib.sha256(), hashlib.md5(), 0  # md5 is conda's, not security
-    with open(target, "wb") as out:
-        while chunk := src.read(_CHUNK):
-            if time.monotonic() > deadline:
-                raise InstallError(f"{what}: install timed out while downloading; raise the timeout")
-            sha256.update(chunk)
-            md5.update(chunk)
-            out.write(chunk)
-            size += len(chunk)
-    return sha256.hexdigest(), md5.hexdigest(), size
+def _copy_local(url: str, out: Any, transfer: _Transfer, deadline: float, what: str, stop: object) -> None:
+    """A file:// package: only a regular file is read (a FIFO would block the open, a device never end)."""
+    import stat
+
+    path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InstallError(f"{what}: cannot download {url} ({exc.strerror or exc})") from None
+    with os.fdopen(handle, "rb") as src:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise InstallError(f"{what}: {url} is not a regular file (a FIFO or a device?); a lock names package files")
+        _copy_hashing(src, out, transfer, deadline, what, stop)
 
 
-def _expand_url(url: str, what: str) -> str:
-    """Fill `${VAR}` placeholders (conda-lock writes channel tokens that way) from the environment."""
-    expanded = os.path.expandvars(url)
-    if "$" in expanded:
-        raise InstallError(f"{what}: URL {url} names an environment variable that is not set")
-    return expanded
+def _copy_hashing(src: Any, out: Any, transfer: _Transfer, deadline: float, what: str, stop: object) -> None:
+    # read1: one read from the socket at a time, so the deadline is checked however slowly bytes trickle in
+    read = getattr(src, "read1", src.read)
+    while chunk := read(_CHUNK):
+        if stop:
+            raise InstallError(f"{what}: download stopped (another package failed)")
+        if time.monotonic() > deadline:
+            raise InstallError(f"{what}: install timed out while downloading; raise the timeout")
+        transfer.add(chunk)
+        if transfer.size > _MAX_PACKAGE_BYTES:
+            raise InstallError(_too_large(what, "the package"))
+        out.write(chunk)
+
+
+def _too_large(what: str, url: str) -> str:
+    return (f"{what}: {url} is larger than {_MAX_PACKAGE_BYTES >> 30} GiB, more than any conda package; "
+            "the lock names something else: lock again")
+
+
+def _check_url(url: str, what: str) -> None:
+    """A lock's URL is data: `$` placeholders are not filled from the user's environment (a tampered lock
+    would send a secret to its own server), and no control or line character may hide in it."""
+    if "${" in url or re.search(r"\$[A-Za-z_]", url):
+        raise InstallError(f"{what}: the URL {_shown(url)} holds a variable placeholder; envbuild does not expand "
+                           "variables from a lock (they would be sent to its server): lock again with the real URL")
+    if any(_is_hidden_character(character) for character in url):
+        raise InstallError(f"{what}: the URL {_shown(url)} holds control or line characters; lock again")
+
+
+def _is_hidden_character(character: str) -> bool:
+    import unicodedata
+
+    return unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp") or character == "\x85"
+
+
+def _shown(text: str) -> str:
+    return ascii(text)[1:-1][:200]
 
 
 def _link(
@@ -458,7 +589,7 @@ def _pip_install(entries: tuple[PipArtifact, ...], root: Path, prefix: Path, wor
         )
     requirements = work / "pip-requirements.txt"
     requirements.write_text(
-        "".join(f"{e.name} @ {_expand_url(e.url, e.name)} --hash=sha256:{e.sha256}\n" for e in entries),
+        "".join(f"{e.name} @ {_checked(e.url, e.name)} --hash=sha256:{e.sha256}\n" for e in entries),
         encoding="utf-8",
     )
     command = [
@@ -573,9 +704,20 @@ def _run_async(awaitable: Any, deadline: float, step: str) -> Any:
 # ---------------------------------------------------------------- small helpers
 
 
+def _checked(url: str, what: str) -> str:
+    _check_url(url, what)
+    return url
+
+
 def _file_name_of(url: str) -> str:
-    name = urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]
-    return urllib.parse.unquote(name)
+    """The package's file name: one path component, or the URL is refused (`%2F` or `..` would make
+    the downloader write outside its folder)."""
+    name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    if (not name or name in (".", "..") or "/" in name or "\\" in name
+            or any(_is_hidden_character(character) for character in name)):
+        raise InstallError(f"{_shown(url)}: the package file name {_shown(name)} is not a single file name "
+                           "(an encoded / or ..); the lock was edited: lock again")
+    return name
 
 
 def _dist_name(file_name: str) -> str:

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from builder import __version__, envvars
 from builder.errors import EnvbuildError
 from builder.formats.conda_lock import CondaLock, lockfile_sha256, read_lock
+from builder.lock.content_check import content_problems
 from builder.lock.failure import explain_failure, pip_hint
 from builder.lock.inputs import (
     OWN_SOLVER,
@@ -137,6 +138,8 @@ def why_stale(inputs: LockInputs, folder: Path) -> list[str]:
     lockfile = folder / LOCK_FILE
     if lockfile.is_file() and lockfile_sha256(lockfile) != info.lockfile_sha256:
         reasons.append(f"{LOCK_FILE} was edited since envbuild wrote it")
+    if lockfile.is_file() and not reasons:
+        reasons += content_problems(read_lock(lockfile), inputs)
     return reasons or ["its recorded input hash differs"]
 
 
@@ -148,6 +151,9 @@ def fresh_info(inputs: LockInputs, folder: Path) -> LockInfo | None:
         return None
     if lockfile_sha256(lockfile) != info.lockfile_sha256:
         read_lock(lockfile)  # a corrupted lockfile is one clear error, not a silent relock
+        return None
+    # The sidecar's sha is no proof: whoever edits the lock can refresh it, so the content is checked too.
+    if content_problems(read_lock(lockfile), inputs):
         return None
     return info
 

@@ -8,6 +8,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from builder.errors import EnvbuildError
+
+# A holder stopped this long (Ctrl-Z, SIGSTOP) is reported instead of waited for: it would hold the
+# lock until someone resumes it, and every waiter would sit out its whole timeout.
+STOPPED_GRACE_S = 1.0
+
 
 @contextmanager
 def exclusive_lock(path: Path, timeout: float, waiting: Callable[[], None],
@@ -30,15 +36,24 @@ def acquire_lock(path: Path, timeout: float, waiting: Callable[[], None],
 
     deadline = time.monotonic() + timeout
     said = False
+    stopped_since: float | None = None
     while True:
         handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = _holder_pid(handle)
             os.close(handle)
             if not said:
                 waiting()
                 said = True
+            if holder is not None and _is_stopped(holder):
+                stopped_since = stopped_since if stopped_since is not None else time.monotonic()
+                if time.monotonic() - stopped_since >= STOPPED_GRACE_S:
+                    raise EnvbuildError(f"{path}: the process holding this lock (PID {holder}) is stopped (Ctrl-Z?); "
+                                        f"resume it (`kill -CONT {holder}`) or end it, then try again") from None
+            else:
+                stopped_since = None
             if time.monotonic() > deadline:
                 raise timed_out() from None
             time.sleep(0.1)
@@ -48,10 +63,26 @@ def acquire_lock(path: Path, timeout: float, waiting: Callable[[], None],
             raise
         try:
             if os.stat(path).st_ino == os.fstat(handle).st_ino:
+                os.ftruncate(handle, 0)
+                os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)  # who holds it, for a waiter's message
                 return handle
         except FileNotFoundError:
             pass
         os.close(handle)
+
+
+def _holder_pid(handle: int) -> int | None:
+    text = os.pread(handle, 32, 0).decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() and len(text) < 10 else None
+
+
+def _is_stopped(pid: int) -> bool:
+    """Whether `pid` is stopped by a signal (state T) or a tracer (t); False where /proc cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] in (["T"], ["t"])
 
 
 def release_lock(path: Path, handle: int) -> None:

@@ -51,7 +51,9 @@ CHANNEL_PATTERN = r"^([A-Za-z0-9][A-Za-z0-9_.\-]*|(https?|file)://[A-Za-z0-9._~:
 LABEL_KEY_PATTERN = r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?$"
 USER_PATTERN = r"^[a-z_][a-z0-9_\-]{0,31}$"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.\-]{0,62}$"
-PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+# One line as every reader sees it: no C0/C1 control, no Unicode line or paragraph separator (YAML 1.1
+# breaks lines there) and no bidi or invisible format character (builder/safe_io/text.py names them).
+PRINTABLE_PATTERN = "^[^\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]*$"
 # The env's own version (org.opencontainers.image.version): one word, as a tag or release names it.
 ENV_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+_\-]{0,127}$"
 # An SPDX license expression (SPDX spec 2.3, annex D): license ids joined by AND, OR, WITH and parentheses,
@@ -124,7 +126,8 @@ class Images(StrictModel):
 
 class ContainerUser(StrictModel):
     name: Annotated[str, Field(pattern=USER_PATTERN)] = "envbuild"
-    uid: Annotated[int, Field(ge=1, le=65000)] = 1000
+    # strict: `uid: true` is not uid 1 (which would replace the image's `daemon` user)
+    uid: Annotated[int, Field(ge=1, le=65000, strict=True)] = 1000
 
 
 class TargetSpec(StrictModel):
@@ -223,6 +226,15 @@ class EnvSpec(StrictModel):
     def source(self) -> Path | None:
         """The spec file this came from; relative paths in it (CA files) are relative to its folder."""
         return self._source
+
+    @field_validator("labels")
+    @classmethod
+    def _own_labels_kept(cls, value: dict[str, str]) -> dict[str, str]:
+        # io.envbuild.* is the image's provenance (lock hash, target, torch): a spec cannot overwrite it.
+        taken = sorted(key for key in value if key.startswith("io.envbuild.") or key == "io.envbuild")
+        if taken:
+            raise ValueError(f"{', '.join(taken)}: labels under io.envbuild. are envbuild's own; choose another key")
+        return value
 
     @field_validator("python", mode="before")
     @classmethod

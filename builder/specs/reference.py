@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from builder.errors import UsageError
+from builder.safe_io.text import has_unsafe_characters
 
 DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
                     r"|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?")
@@ -71,7 +72,7 @@ def check_dns_label(flag: str, value: str | None) -> str | None:
 def check_label_text(flag: str, value: str | None) -> str | None:
     """A value that becomes an image label: one line, no control characters (a newline would make the
     label a second line of the image's history)."""
-    if value is not None and CONTROL.search(value):
+    if value is not None and (CONTROL.search(value) or has_unsafe_characters(value)):
         raise UsageError(f"{flag} {value!r}: control characters (a newline, a tab, ...) are not allowed in a label; "
                          "give it on one line")
     return value

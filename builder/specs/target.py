@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from builder.errors import UsageError
+from builder.safe_io.text import has_unsafe_characters
 from builder.specs.compat import (
     CompatData,
     CudaToolkit,
@@ -63,7 +64,7 @@ def _is_url(text: str) -> bool:
     breaks a line; `{tag}` may stand for the CUDA tag."""
     parts = urlsplit(text)
     located = bool(parts.netloc) if parts.scheme in ("http", "https") else parts.scheme == "file" and bool(parts.path)
-    return located and not any(character.isspace() or ord(character) < 32 for character in text)
+    return located and not any(character.isspace() for character in text) and not has_unsafe_characters(text)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlparse
 from packaging.requirements import InvalidRequirement, Requirement
 
 from builder.errors import UsageError
+from builder.safe_io.text import has_unsafe_characters
 
 DISTRIBUTION = "envbuild"
 VCS_PREFIXES = ("git+", "hg+", "svn+", "bzr+")
@@ -53,7 +54,7 @@ class InstallSource:
 def checked_install_from(value: str) -> InstallSource:
     """A team's `--install-from`, refused in one line unless it pins one build of envbuild."""
     text = value.strip()
-    if not text or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if not text or has_unsafe_characters(value):
         raise UsageError("--install-from: give a pinned source, e.g. git+https://host/org/envbuild@<commit>")
     if "$" in text:
         # GitHub evaluates ${{ }} and GitLab expands $NAME in variable values: the job would install

@@ -282,11 +282,35 @@ def recover_interrupted(prefix: Path) -> None:
     proc.remove_stale_folders(prefix.parent, _aside_prefix(prefix, "new"))
     proc.remove_stale_folders(prefix.parent, _aside_prefix(prefix, "done"))
     for backup in proc.stale_folders(prefix.parent, _aside_prefix(prefix, "old")):
-        # The install did not get as far as retiring the old env: whatever is at the prefix may be
-        # half-written, so the old env goes back (the user is left with the old one or the new one).
-        if prefix.exists():
+        # What the prefix holds is decided before anything is removed: a folder named like a backup
+        # proves nothing (anyone can make one), so only envbuild's own moves are undone.
+        held = _interrupted_state(prefix, backup)
+        if held == "not ours":
+            raise EnvbuildError(f"{prefix} is not an envbuild environment, and {backup.name} beside it is a stale "
+                                "backup of one: refusing to remove either; move one of them away yourself")
+        if held == "complete":  # killed after the new env was whole: the old one is what goes
+            _retire(backup, prefix)
+            continue
+        if held == "half":
             shutil.rmtree(prefix)
         os.rename(backup, prefix)
+
+
+def _interrupted_state(prefix: Path, backup: Path) -> str:
+    """What a killed install left at `prefix` next to its moved-aside `backup`: absent (nothing
+    there), complete (a new envbuild env), half (an env the installer was filling) or not ours.
+    Only a real folder holding envbuild's marker is a backup envbuild made."""
+    if backup.is_symlink() or not backup.is_dir() or EnvMarker.read(backup) is None:
+        return "not ours"
+    if not os.path.lexists(prefix):
+        return "absent"
+    if prefix.is_symlink() or not prefix.is_dir():
+        return "not ours"
+    if EnvMarker.read(prefix) is not None:
+        return "complete"
+    entries = {entry.name for entry in prefix.iterdir()}
+    # micromamba and conda create conda-meta/ first; an empty folder is one they had just made
+    return "half" if not entries or "conda-meta" in entries else "not ours"
 
 
 def _retire(backup: Path, prefix: Path) -> None:

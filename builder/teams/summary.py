@@ -8,6 +8,7 @@ so, not an error: the summary step runs after failures, when such files are like
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from builder.errors import EnvbuildError
 from builder.reports import human_size
 from builder.safe_io.reading import input_problem, read_bounded
+from builder.safe_io.text import escape_unsafe
 
 Kind = Literal["lock", "image", "matrix", "smoke", "unreadable"]
 MAX_REPORT_BYTES = 64 * 1024 * 1024
@@ -67,9 +69,16 @@ def read_report(path: Path) -> Report:
                   "" if kind != "unreadable" else "is not an envbuild lock, image, matrix or smoke report")
 
 
+# A report may come from a pull request's job: its texts must not become HTML, a link, an image that
+# calls a server, so CommonMark's backslash escape is applied to those (backticks stay: envbuild's hints use
+# code spans, and nothing inside a code span is HTML or a link).
+_MARKDOWN_ACTIVE = re.compile(r"([\\\[\]<>!&|])")
+
+
 def cell(value: Any) -> str:
-    """One Markdown table cell: a `|` or a newline would break the row."""
-    return " ".join(str("" if value is None else value).split()).replace("|", "\\|")
+    """One Markdown table cell: a `|` or a newline would break the row, HTML and links are shown as text."""
+    text = escape_unsafe(" ".join(str("" if value is None else value).split()))
+    return _MARKDOWN_ACTIVE.sub(r"\\\1", text)
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:

@@ -204,13 +204,49 @@ def test_an_interrupted_onboard_puts_the_old_env_back_and_drops_its_staging(tmp_
     backup = tmp_path / ".env.envbuild-old-pid999999999-env"
     backup.mkdir()
     (backup / "old-file").write_text("old")
+    _envbuild_marker(backup)
     staging = tmp_path / ".env.envbuild-new-pid999999999-x"
     staging.mkdir()
-    prefix.mkdir()  # half-filled by micromamba when the kill came
+    (prefix / "conda-meta").mkdir(parents=True)  # half-filled by micromamba when the kill came
     (prefix / "partial").write_text("")
     recover_interrupted(prefix)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["env"]
     assert (prefix / "old-file").read_text() == "old"
+
+
+def _envbuild_marker(prefix: Path) -> None:
+    from builder.teams.onboard import EnvMarker
+
+    (prefix / "conda-meta").mkdir(parents=True, exist_ok=True)
+    EnvMarker("team", "cpu", "2.13.0", None, "0" * 64, "envbuild").write(prefix)
+
+
+@pytest.mark.parametrize("backup_is_envbuilds", [False, True])
+def test_a_stale_backup_beside_a_users_folder_removes_nothing(tmp_path: Path, backup_is_envbuilds: bool) -> None:
+    """A folder named like envbuild's backup next to --prefix NAME, where NAME is the user's own folder:
+    what NAME holds is decided first, and nothing of either is removed."""
+    from builder.teams.onboard import recover_interrupted
+
+    prefix = tmp_path / "thesis"
+    prefix.mkdir()
+    (prefix / "chapter1.tex").write_text("precious")
+    backup = tmp_path / ".thesis.envbuild-old-pid999999999-env"
+    backup.mkdir()
+    if backup_is_envbuilds:
+        _envbuild_marker(backup)
+    with pytest.raises(EnvbuildError, match="refusing to remove either"):
+        recover_interrupted(prefix)
+    assert (prefix / "chapter1.tex").read_text() == "precious" and backup.is_dir()
+
+
+def test_a_backup_beside_a_complete_new_env_is_retired(tmp_path: Path) -> None:
+    from builder.teams.onboard import EnvMarker, recover_interrupted
+
+    prefix, backup = tmp_path / "env", tmp_path / ".env.envbuild-old-pid999999999-env"
+    _envbuild_marker(prefix)
+    _envbuild_marker(backup)
+    recover_interrupted(prefix)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["env"] and EnvMarker.read(prefix) is not None
 
 
 def test_a_registry_that_drops_the_connection_mid_push_leaves_no_tag_and_claims_no_bytes() -> None:

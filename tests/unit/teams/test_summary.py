@@ -130,3 +130,15 @@ def test_summary_command(tmp_path: Path) -> None:
     assert done.stdout.startswith(f"### envbuild lock check: `{report}`\n\n| target | lock | what to do |")
     as_json = json.loads(envbuild("summary", str(report), "--json", cwd=tmp_path).stdout)
     assert as_json[0]["kind"] == "lock" and as_json[0]["rows"][0]["status"] == "fresh"
+
+
+def test_a_report_from_a_pull_request_cannot_put_html_or_an_image_into_the_summary(tmp_path: Path) -> None:
+    report = tmp_path / "lock-check.json"
+    hostile = '<img src="https://tracker.invalid/x.png"> ![x](https://tracker.invalid/y) [click](javascript:x)\u2028'
+    report.write_text(json.dumps([{"target": "cpu<script>", "status": "stale", "input_hash": "h",
+                                   "message": hostile, "hint": ""}]))
+    text = markdown_summary([read_report(report)])
+    assert "cpu\\<script\\>" in text
+    assert "\\<img" in text and "\\!\\[x\\](https" in text and "\\[click\\](javascript" in text
+    assert "<" not in text.replace("\\<", "") and "](" not in text.replace("\\](", "")
+    assert "\u2028" not in text

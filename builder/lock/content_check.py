@@ -1,0 +1,107 @@
+"""What a lock holds, checked against what it was made from, not only against its sidecar's sha.
+
+The sidecar (lock-info.json) records the lockfile's sha256, but anyone who edits the lock in a pull
+request can refresh that sha too. So `lock --check` (and every reuse of a committed lock) also reads
+the lock's packages and refuses what no solve of these inputs can produce: two entries for one name
+on one platform (which one would the installer take?), a platform the target does not lock, and a
+version or build the inputs' own specs do not allow (a swapped torch).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from fnmatch import fnmatchcase
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion
+from rattler import MatchSpec, Version, VersionSpec
+from rattler.exceptions import InvalidVersionError
+
+from builder.formats.conda_lock import CondaLock, LockedPackage
+from builder.lock.environment import environment_context
+from builder.lock.inputs import LockInputs
+from builder.specs.compat import load_platforms
+
+
+def _name(package_name: str) -> str:
+    return canonicalize_name(package_name)
+
+
+def duplicate_entries(lock: CondaLock) -> list[str]:
+    counts = Counter((_name(p.name), p.platform) for p in lock.package)
+    return [f"{name} is locked {count} times on {platform}" for (name, platform), count in sorted(counts.items())
+            if count > 1]
+
+
+def foreign_platforms(lock: CondaLock, inputs: LockInputs) -> list[str]:
+    wanted = set(inputs.target.platforms)
+    found = sorted({p.platform for p in lock.package} - wanted)
+    return [f"packages for {platform}, which this target does not lock" for platform in found]
+
+
+def _conda_specs(inputs: LockInputs) -> Iterator[tuple[MatchSpec, set[str]]]:
+    """Each conda line of the inputs with the platforms it applies to (a selector narrows them)."""
+    platforms = load_platforms()
+    for line in environment_context(inputs.target)["conda"]:
+        applies = {p for p in inputs.target.platforms
+                   if line.selector is None or platforms[p].selector == line.selector}
+        yield MatchSpec(line.spec), applies
+
+
+def _conda_problem(spec: MatchSpec, package: LockedPackage) -> str | None:
+    if spec.version is not None:
+        try:
+            allowed = VersionSpec(str(spec.version)).matches(Version(package.version))
+        except InvalidVersionError:
+            allowed = False
+        if not allowed:
+            return f"{package.name} {package.version} on {package.platform} is not {spec.version} as the inputs ask"
+    build = package.build
+    if spec.build is not None and build is not None and not _glob_matches(str(spec.build), build):
+        return f"{package.name} build {build} on {package.platform} is not {spec.build} as the inputs ask"
+    return None
+
+
+def _glob_matches(pattern: str, text: str) -> bool:
+    return fnmatchcase(text, pattern)
+
+
+def _pip_problem(requirement: Requirement, package: LockedPackage) -> str | None:
+    try:
+        allowed = requirement.specifier.contains(package.version, prereleases=True)
+    except InvalidVersion:
+        allowed = False
+    if allowed:
+        return None
+    return f"{package.name} {package.version} on {package.platform} is not {requirement.specifier} as the inputs ask"
+
+
+def version_problems(lock: CondaLock, inputs: LockInputs) -> list[str]:
+    problems: list[str] = []
+    conda = [p for p in lock.package if p.manager == "conda"]
+    for spec, applies in _conda_specs(inputs):
+        name = spec.name.normalized if spec.name is not None else None
+        for package in conda:
+            if package.name == name and package.platform in applies:
+                problem = _conda_problem(spec, package)
+                if problem:
+                    problems.append(problem)
+    pip = [p for p in lock.package if p.manager == "pip"]
+    for line in (inputs.pip_part.requirements if inputs.pip_part else ()):
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue  # the spec reader refuses these; nothing to compare against
+        for package in pip:
+            if _name(package.name) == _name(requirement.name):
+                problem = _pip_problem(requirement, package)
+                if problem:
+                    problems.append(problem)
+    return problems
+
+
+def content_problems(lock: CondaLock, inputs: LockInputs) -> list[str]:
+    """Why this lock cannot be a solve of these inputs; empty when it can."""
+    return duplicate_entries(lock) + foreign_platforms(lock, inputs) + version_problems(lock, inputs)
