@@ -58,8 +58,18 @@ class EnvbuildGroup(click.Group):
             ctx.exit(error.exit_code)
 
 
+def _print_version(ctx: click.Context) -> None:
+    from builder.lock.inputs import lock_tool_versions
+
+    tools = ", ".join(f"{name} {version}" for name, version in lock_tool_versions().items())
+    click.echo(f"envbuild {__version__} (lock hash inputs: {tools})")
+    ctx.exit(0)
+
+
 @click.group(cls=EnvbuildGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="envbuild")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _param, value: _print_version(ctx) if value else None,
+              help="Show envbuild's version and those of the tools that enter a lock's hash, and exit.")
 def cli() -> None:
     """Reproducible PyTorch-CUDA environments: render, lock, build and smoke-test one image per CUDA target."""
     from builder.envvars import check_environment
@@ -707,6 +717,22 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
             click.echo(f"  {step}")
     if result.failed:
         raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    \b
+    Examples:
+      eval "$(envbuild completion bash)"      # in ~/.bashrc
+      envbuild completion fish > ~/.config/fish/completions/envbuild.fish"""
+    from click.shell_completion import get_completion_class
+
+    completion_class = get_completion_class(shell)
+    assert completion_class is not None  # click ships all three of the choices
+    click.echo(completion_class(cli, {}, "envbuild", "_ENVBUILD_COMPLETE").source())
 
 
 def main() -> None:
