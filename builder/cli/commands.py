@@ -40,7 +40,19 @@ from builder.specs.cuda import TargetId
 from builder.specs.model import load_spec
 from builder.specs.target import Sources, resolve_targets, target_summary
 
-SPEC = click.argument("spec", type=InputFile())
+
+def _spec_or_default(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path:
+    """SPEC, or the project's only envs/*.yaml (said on stderr, so --json output stays clean)."""
+    if value is not None or ctx.resilient_parsing:  # shell completion parses without running: say nothing
+        return value  # type: ignore[return-value]
+    from builder.specs.discovery import default_spec
+
+    found = default_spec()
+    click.echo(f"using {found.shown} (the project's only spec)", err=True)
+    return found.path
+
+
+SPEC = click.argument("spec", type=InputFile(), required=False, callback=_spec_or_default)
 JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 ERROR_LINE_LIMIT = 299  # an Error line names the cause and the fix; past this, neither is read
 CUDA = click.option("--cuda", "cuda", multiple=True, type=TARGET_ID, metavar="X.Y|cpu",
