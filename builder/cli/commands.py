@@ -210,9 +210,9 @@ def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: 
     else:
         reports.print_table(
             f"{resolved[0].name}: locks",
-            ["target", "status", "seconds", "torch per platform", "lockfile"],
+            ["target", "status", "seconds", "torch per platform", "lockfile", "reason"],
             [[r.target, r.status, f"{r.seconds:.1f}" if r.seconds else "",
-              "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
+              "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path, _lock_reason(r)] for r in results],
         )
     # On stderr also with --json: a CI log then says what to run, while the JSON goes to a report file.
     blamed = _first_bad(results, check)
@@ -226,6 +226,15 @@ def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: 
             click.echo("\n".join(f"{result.target}: {line}" if i == 0 else f"  {line}"
                                   for i, line in enumerate(details)), err=True)
     _raise_for_locks(results, check, spec)
+
+
+def _lock_reason(result) -> str:
+    """A failed row's cause (its fix is on the Error line); any other row's own message."""
+    from builder.lock.targets import failure_line
+
+    if result.status == "failed":
+        return failure_line(result.message).split("; ", 1)[0]
+    return result.message
 
 
 def _bad_locks(results, check: bool) -> list:
@@ -247,7 +256,7 @@ def _raise_for_locks(results, check: bool, spec: Path) -> None:
     first = bad[0]
     more = f" (and {len(bad) - 1} more target(s), see above)" if len(bad) > 1 else ""
     if first.status == "failed":
-        raise EnvbuildError(f"{first.target}: lock failed: {failure_line(first.message)}{more}")
+        raise EnvbuildError(f"{first.target}: lock failed: {failure_line(first.message, shown_above=True)}{more}")
     why = first.message or ("no lockfile yet" if first.status == "missing" else "its inputs changed")
     state = why if why.startswith(first.status) else f"the lock is {first.status} ({why})"
     fix = first.hint or f"run `envbuild lock {spec}`"
@@ -326,7 +335,9 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
     from builder.image.smoke_run import image_expectations, run_in_image, run_local
 
     flags = smoke_container
-    if local == bool(image_name):
+    if local and image_name:
+        raise UsageError(f"--local tests this Python, IMAGE ({image_name}) an image: give one of them")
+    if not local and not image_name:
         raise UsageError("give an IMAGE to test, or --local for this Python")
     if pull and not image_name:
         raise UsageError("--pull pulls the IMAGE to test: give one, or drop --pull for --local")
