@@ -12,6 +12,7 @@ import click
 
 from builder import __version__, reports
 from builder.cli.options import (
+    IMAGE_PLATFORM,
     TARGET_ID,
     BuildFlags,
     CiJobFlags,
@@ -160,8 +161,7 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
               help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
 @click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
               help="Folder of the locks (default: <spec folder>/<env>/locks).")
-@click.option("--platform", "image_platform", default="linux/amd64", show_default=True,
-              help="Image platform whose locked packages the build context installs.")
+@IMAGE_PLATFORM
 @sources_options
 @JSON
 def render(spec: Path, cuda: tuple[TargetId, ...], out: Path | None, lock_root: Path | None, image_platform: str,
