@@ -423,8 +423,11 @@ def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> 
     if as_json:
         reports.print_json(matrix.as_dict())
     else:
-        reports.print_table(f"{loaded.name}: targets on the fleet (* = the fewest targets that cover it)",
-                            ["target", *(h.name for h in matrix.hosts)], matrix.table_rows())
+        title = f"{loaded.name}: targets on the fleet (* = the fewest targets that cover it)"
+        if len(matrix.hosts) > len(matrix.targets):  # hosts down the side: the grid does not fold words
+            reports.print_table(title, ["host", *(r[0] for r in matrix.table_rows())], matrix.host_rows())
+        else:
+            reports.print_table(title, ["target", *(h.name for h in matrix.hosts)], matrix.table_rows())
         if matrix.fix_rows():
             reports.print_table("what does not run, and the fix", ["target", "host", "why", "fix"], matrix.fix_rows())
         click.echo(f"cover: {', '.join(matrix.cover) or 'none'}")
