@@ -50,7 +50,7 @@ def _spec_or_default(ctx: click.Context, _param: click.Parameter, value: Path | 
 
     found = default_spec()
     click.echo(f"using {found.shown} (the project's only spec)", err=True)
-    return found.path
+    return Path(found.shown)  # as the user would have typed it: relative paths stay relative in what is written
 
 
 SPEC = click.argument("spec", type=InputFile(), required=False, callback=_spec_or_default)
@@ -620,6 +620,9 @@ def ci(provider: str, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
                    "or run again with --install-from")
     if pipeline.install.note:
         click.echo(f"note: {pipeline.install.note}", err=True)
+    if pipeline.unlocked:
+        click.echo(f"warning: no lock for {', '.join(pipeline.unlocked)}: the lock-check job fails until "
+                   f"`envbuild lock {spec}` runs and its locks are committed", err=True)
     reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
         [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
         for job in pipeline.jobs
