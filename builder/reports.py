@@ -112,11 +112,7 @@ def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None
 
 
 def human_size(size: int | None) -> str:
-    if size is None:
-        return ""
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} GB"
+    """A byte count in SI units (rich's filesize: 1.2 MB); "" when not known."""
+    from rich.filesize import decimal
+
+    return "" if size is None else decimal(size)
