@@ -764,6 +764,34 @@ def completion(shell: str) -> None:
     click.echo(completion_class(cli, {}, "envbuild", "_ENVBUILD_COMPLETE").source())
 
 
+@cli.command()
+@click.argument("name", type=click.Choice(["spec", "lockfile"]))
+@click.option("--out", type=OutputFile(), help="Write the schema here instead of printing it.")
+def schema(name: str, out: Path | None) -> None:
+    """Print the JSON Schema of a spec (what editors validate envs/*.yaml with) or of a lockfile,
+    generated from envbuild's own models.
+
+    \b
+    Examples:
+      envbuild schema spec --out envs/envbuild-spec.schema.json
+      envbuild schema lockfile > conda-lock.schema.json"""
+    from builder.specs.schema import schema_text, spec_schema
+
+    if name == "spec":
+        text = schema_text(spec_schema())
+    else:
+        from builder.lock.lockfile import lockfile_schema
+
+        text = schema_text(lockfile_schema())
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        from builder.generated_files import write_new_file
+
+        write_new_file(out, text, force=True)
+        click.echo(f"wrote {out}", err=True)
+
+
 def main() -> None:
     """The console script: leaves through proc.exit_now (py-rattler can crash in interpreter teardown)."""
     from builder import proc
