@@ -792,6 +792,17 @@ def schema(name: str, out: Path | None) -> None:
         click.echo(f"wrote {out}", err=True)
 
 
+def _add_examples() -> None:
+    """Each command's help ends with its two examples (data/cli_examples.yaml)."""
+    from builder.yamlio import data_text, load_yaml
+
+    for name, lines in load_yaml(data_text("cli_examples.yaml"))["examples"].items():
+        cli.commands[name].epilog = "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+_add_examples()
+
+
 def main() -> None:
     """The console script: leaves through proc.exit_now (py-rattler can crash in interpreter teardown)."""
     from builder import proc
