@@ -767,7 +767,8 @@ def completion(shell: str) -> None:
 @cli.command()
 @click.argument("name", type=click.Choice(["spec", "lockfile"]))
 @click.option("--out", type=OutputFile(), help="Write the schema here instead of printing it.")
-def schema(name: str, out: Path | None) -> None:
+@click.option("--markdown", is_flag=True, help="The spec's fields as a Markdown reference (docs/spec-reference.md).")
+def schema(name: str, out: Path | None, markdown: bool) -> None:
     """Print the JSON Schema of a spec (what editors validate envs/*.yaml with) or of a lockfile,
     generated from envbuild's own models.
 
@@ -775,9 +776,13 @@ def schema(name: str, out: Path | None) -> None:
     Examples:
       envbuild schema spec --out envs/envbuild-spec.schema.json
       envbuild schema lockfile > conda-lock.schema.json"""
-    from builder.specs.schema import schema_text, spec_schema
+    from builder.specs.schema import schema_text, spec_reference, spec_schema
 
-    if name == "spec":
+    if markdown and name != "spec":
+        raise UsageError("--markdown is for `envbuild schema spec`")
+    if markdown:
+        text = spec_reference()
+    elif name == "spec":
         text = schema_text(spec_schema())
     else:
         from builder.lock.lockfile import lockfile_schema

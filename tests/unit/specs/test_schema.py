@@ -48,3 +48,12 @@ def test_init_writes_the_modeline_and_the_schema_beside_the_spec(tmp_path: Path)
     assert written.path.read_text(encoding="utf-8").splitlines()[0] == SPEC_MODELINE
     done = _validate(tmp_path / "envs" / SPEC_SCHEMA_FILE, written.path)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_committed_field_reference_is_the_generated_one_and_lists_every_field() -> None:
+    from builder.specs.model import EnvSpec
+    from builder.specs.schema import spec_reference
+
+    committed = (REPO / "docs" / "spec-reference.md").read_text(encoding="utf-8")
+    assert committed == spec_reference(), "regenerate: envbuild schema spec --markdown --out docs/spec-reference.md"
+    assert all(f"| `{field}` |" in committed for field in EnvSpec.model_fields)
