@@ -15,7 +15,8 @@ from builder.errors import EnvbuildError
 from builder.proc import process_alive
 
 ENGINE_START_FIX = (
-    "start the Docker engine (`sudo systemctl start docker`, or `sudo dockerd &`) or point DOCKER_HOST at a running one"
+    "start the Docker engine (`sudo systemctl start docker`; rootless: `systemctl --user start docker`) "
+    "or point DOCKER_HOST at a running one"
 )
 ENGINE_LOST_FIX = "check that the Docker engine is running (`docker info`), then run the command again"
 
@@ -64,7 +65,37 @@ def docker_client(timeout: float = 600):
         client.ping()
         return client
     except Exception as exc:  # whatever the transport DOCKER_HOST names raises (ssh:// brings paramiko's)
-        raise EngineUnreachable(engine_address(), f"{type(exc).__name__}: {exc}") from exc
+        raise EngineUnreachable(engine_address(), unreachable_reason(exc)) from exc
+
+
+# Why no engine answered, from the socket error under the SDK's wrapping, in a person's words.
+SOCKET_REASONS: tuple[tuple[type[OSError], str], ...] = (
+    (FileNotFoundError, "no engine socket there"),
+    (ConnectionRefusedError, "nothing listens on the socket"),
+    (PermissionError, "permission denied on the socket: add yourself to the `docker` group and log in again"),
+)
+
+
+def unreachable_reason(exc: BaseException) -> str:
+    """The cause of a failed ping as a person reads it: the socket's error found under the SDK's
+    DockerException and requests' ConnectionError (carried in args and causes), not their repr."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for kind, words in SOCKET_REASONS:
+            if isinstance(current, kind):
+                return words
+        for arg in current.args:
+            if isinstance(arg, BaseException):
+                pending.append(arg)
+            elif isinstance(arg, tuple):
+                pending += [item for item in arg if isinstance(item, BaseException)]
+        pending += [link for link in (current.__cause__, current.__context__) if link is not None]
+    return reason(exc)
 
 
 def is_timeout(exc: BaseException) -> bool:

@@ -16,26 +16,68 @@ if TYPE_CHECKING:  # rich takes a tenth of a second to import; --json output nev
     from rich.console import Console
 
 
+PIPE_WIDTH = 160
+WORD_LIMIT = 24  # longer words (paths, digests, URLs) may fold rather than push every other column out
+
+
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    # CI logs and pipes get plain text; a terminal gets colour.
+    # CI logs and pipes get plain text; a terminal gets colour. A pipe is 160 columns wide unless
+    # COLUMNS says otherwise (rich reads COLUMNS itself when given no width).
     plain = os.environ.get("CI") == "true" or os.environ.get("NO_COLOR") is not None
+    columns = os.environ.get("COLUMNS", "")
     return Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=False,
-                   width=None if sys.stdout.isatty() else 160)
+                   width=None if sys.stdout.isatty() or columns.isdigit() else PIPE_WIDTH)
 
 
 def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
+    out = console()
     table = Table(title=title, title_justify="left", show_lines=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
+    for column, width in zip(columns, column_widths(columns, cells, out.width), strict=True):
+        table.add_column(column, overflow="fold", width=width)
+    for row in cells:
         # cells are data (`imageio[ffmpeg]`, `[system-requirements] cuda`), never Rich markup
-        table.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
-    console().print(table)
+        table.add_row(*(Text(cell, style=cell_style(cell)) for cell in row))
+    out.print(table)
+
+
+def column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]], total: int) -> list[int | None]:
+    """Content widths that fit `total` columns of terminal with no word cut inside: each column gets its
+    longest word (up to WORD_LIMIT), then the room left is shared in proportion to what each still
+    wants. None for every column (rich's own sharing, which folds) when even the words do not fit or
+    everything fits as it is."""
+    overhead = 3 * len(columns) + 1  # a space of padding each side of a cell, a border between cells
+    texts = [[column, *(row[i] for row in cells if i < len(row))] for i, column in enumerate(columns)]
+    longest = [max(len(line) for text in column for line in text.splitlines() or [""]) for column in texts]
+    words = [min(max([1, *(len(word) for text in column for word in text.split())]), WORD_LIMIT, most)
+             for column, most in zip(texts, longest, strict=True)]
+    room = total - overhead
+    if sum(longest) <= room or sum(words) > room:
+        return [None] * len(columns)
+    wanted = [most - least for most, least in zip(longest, words, strict=True)]
+    spare = room - sum(words)
+    return [least + spare * want // max(sum(wanted), 1) for least, want in zip(words, wanted, strict=True)]
+
+
+# Verdicts and severities as people scan them on a terminal; rich drops the colour under NO_COLOR,
+# CI=true and in a pipe. Matched on the cell's first word(s), which the libraries write.
+CELL_STYLES: tuple[tuple[str, str], ...] = (
+    ("runs (minor-version)", "yellow"), ("runs", "green"), ("ok", "green"), ("passed", "green"),
+    ("fresh", "green"), ("locked", "green"),
+    ("needs newer driver", "red"), ("no kernels", "red"), ("does not run", "red"), ("failed", "bold red"),
+    ("error", "bold red"), ("missing", "red"), ("stale", "yellow"), ("warning", "yellow"), ("unknown", "yellow"),
+    ("no GPU", "dim"), ("skipped", "dim"),
+)
+
+
+def cell_style(cell: str) -> str:
+    """The style of a table cell that is a verdict or a severity; "" for any other."""
+    return next((style for word, style in CELL_STYLES if cell == word or cell.startswith(word + " ")), "")
 
 
 def print_json(data: Any) -> None:
@@ -70,11 +112,7 @@ def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None
 
 
 def human_size(size: int | None) -> str:
-    if size is None:
-        return ""
-    value = float(size)
-    for unit in ("B", "kB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{value:.1f} GB"
+    """A byte count in SI units (rich's filesize: 1.2 MB); "" when not known."""
+    from rich.filesize import decimal
+
+    return "" if size is None else decimal(size)

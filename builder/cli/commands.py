@@ -12,6 +12,7 @@ import click
 
 from builder import __version__, reports
 from builder.cli.options import (
+    IMAGE_PLATFORM,
     TARGET_ID,
     BuildFlags,
     CiJobFlags,
@@ -40,7 +41,19 @@ from builder.specs.cuda import TargetId
 from builder.specs.model import load_spec
 from builder.specs.target import Sources, resolve_targets, target_summary
 
-SPEC = click.argument("spec", type=InputFile())
+
+def _spec_or_default(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path:
+    """SPEC, or the project's only envs/*.yaml (said on stderr, so --json output stays clean)."""
+    if value is not None or ctx.resilient_parsing:  # shell completion parses without running: say nothing
+        return value  # type: ignore[return-value]
+    from builder.specs.discovery import default_spec
+
+    found = default_spec()
+    click.echo(f"using {found.shown} (the project's only spec)", err=True)
+    return Path(found.shown)  # as the user would have typed it: relative paths stay relative in what is written
+
+
+SPEC = click.argument("spec", type=InputFile(), required=False, callback=_spec_or_default)
 JSON = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 ERROR_LINE_LIMIT = 299  # an Error line names the cause and the fix; past this, neither is read
 CUDA = click.option("--cuda", "cuda", multiple=True, type=TARGET_ID, metavar="X.Y|cpu",
@@ -58,8 +71,18 @@ class EnvbuildGroup(click.Group):
             ctx.exit(error.exit_code)
 
 
+def _print_version(ctx: click.Context) -> None:
+    from builder.lock.inputs import lock_tool_versions
+
+    tools = ", ".join(f"{name} {version}" for name, version in lock_tool_versions().items())
+    click.echo(f"envbuild {__version__} (lock hash inputs: {tools})")
+    ctx.exit(0)
+
+
 @click.group(cls=EnvbuildGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="envbuild")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=lambda ctx, _param, value: _print_version(ctx) if value else None,
+              help="Show envbuild's version and those of the tools that enter a lock's hash, and exit.")
 def cli() -> None:
     """Reproducible PyTorch-CUDA environments: render, lock, build and smoke-test one image per CUDA target."""
     from builder.envvars import check_environment
@@ -137,8 +160,7 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
               help="Output folder (one target) or parent folder (several); default build/<env>/<target>.")
 @click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
               help="Folder of the locks (default: <spec folder>/<env>/locks).")
-@click.option("--platform", "image_platform", default="linux/amd64", show_default=True,
-              help="Image platform whose locked packages the build context installs.")
+@IMAGE_PLATFORM
 @sources_options
 @JSON
 def render(spec: Path, cuda: tuple[TargetId, ...], out: Path | None, lock_root: Path | None, image_platform: str,
@@ -187,9 +209,9 @@ def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: 
     else:
         reports.print_table(
             f"{resolved[0].name}: locks",
-            ["target", "status", "seconds", "torch per platform", "lockfile"],
+            ["target", "status", "seconds", "torch per platform", "lockfile", "reason"],
             [[r.target, r.status, f"{r.seconds:.1f}" if r.seconds else "",
-              "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path] for r in results],
+              "; ".join(f"{p}: {b}" for p, b in r.torch_builds.items()), r.path, _lock_reason(r)] for r in results],
         )
     # On stderr also with --json: a CI log then says what to run, while the JSON goes to a report file.
     blamed = _first_bad(results, check)
@@ -203,6 +225,15 @@ def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: 
             click.echo("\n".join(f"{result.target}: {line}" if i == 0 else f"  {line}"
                                   for i, line in enumerate(details)), err=True)
     _raise_for_locks(results, check, spec)
+
+
+def _lock_reason(result) -> str:
+    """A failed row's cause (its fix is on the Error line); any other row's own message."""
+    from builder.lock.targets import failure_line
+
+    if result.status == "failed":
+        return failure_line(result.message).split("; ", 1)[0]
+    return result.message
 
 
 def _bad_locks(results, check: bool) -> list:
@@ -224,7 +255,7 @@ def _raise_for_locks(results, check: bool, spec: Path) -> None:
     first = bad[0]
     more = f" (and {len(bad) - 1} more target(s), see above)" if len(bad) > 1 else ""
     if first.status == "failed":
-        raise EnvbuildError(f"{first.target}: lock failed: {failure_line(first.message)}{more}")
+        raise EnvbuildError(f"{first.target}: lock failed: {failure_line(first.message, shown_above=True)}{more}")
     why = first.message or ("no lockfile yet" if first.status == "missing" else "its inputs changed")
     state = why if why.startswith(first.status) else f"the lock is {first.status} ({why})"
     fix = first.hint or f"run `envbuild lock {spec}`"
@@ -303,7 +334,9 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
     from builder.image.smoke_run import image_expectations, run_in_image, run_local
 
     flags = smoke_container
-    if local == bool(image_name):
+    if local and image_name:
+        raise UsageError(f"--local tests this Python, IMAGE ({image_name}) an image: give one of them")
+    if not local and not image_name:
         raise UsageError("give an IMAGE to test, or --local for this Python")
     if pull and not image_name:
         raise UsageError("--pull pulls the IMAGE to test: give one, or drop --pull for --local")
@@ -389,8 +422,11 @@ def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> 
     if as_json:
         reports.print_json(matrix.as_dict())
     else:
-        reports.print_table(f"{loaded.name}: targets on the fleet (* = the fewest targets that cover it)",
-                            ["target", *(h.name for h in matrix.hosts)], matrix.table_rows())
+        title = f"{loaded.name}: targets on the fleet (* = the fewest targets that cover it)"
+        if len(matrix.hosts) > len(matrix.targets):  # hosts down the side: the grid does not fold words
+            reports.print_table(title, ["host", *(r[0] for r in matrix.table_rows())], matrix.host_rows())
+        else:
+            reports.print_table(title, ["target", *(h.name for h in matrix.hosts)], matrix.table_rows())
         if matrix.fix_rows():
             reports.print_table("what does not run, and the fix", ["target", "host", "why", "fix"], matrix.fix_rows())
         click.echo(f"cover: {', '.join(matrix.cover) or 'none'}")
@@ -584,6 +620,9 @@ def ci(provider: str, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
                    "or run again with --install-from")
     if pipeline.install.note:
         click.echo(f"note: {pipeline.install.note}", err=True)
+    if pipeline.unlocked:
+        click.echo(f"warning: no lock for {', '.join(pipeline.unlocked)}: the lock-check job fails until "
+                   f"`envbuild lock {spec}` runs and its locks are committed", err=True)
     reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
         [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
         for job in pipeline.jobs
@@ -707,6 +746,66 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
             click.echo(f"  {step}")
     if result.failed:
         raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    \b
+    Examples:
+      eval "$(envbuild completion bash)"      # in ~/.bashrc
+      envbuild completion fish > ~/.config/fish/completions/envbuild.fish"""
+    from click.shell_completion import get_completion_class
+
+    completion_class = get_completion_class(shell)
+    assert completion_class is not None  # click ships all three of the choices
+    click.echo(completion_class(cli, {}, "envbuild", "_ENVBUILD_COMPLETE").source())
+
+
+@cli.command()
+@click.argument("name", type=click.Choice(["spec", "lockfile"]))
+@click.option("--out", type=OutputFile(), help="Write the schema here instead of printing it.")
+@click.option("--markdown", is_flag=True, help="The spec's fields as a Markdown reference (docs/spec-reference.md).")
+def schema(name: str, out: Path | None, markdown: bool) -> None:
+    """Print the JSON Schema of a spec (what editors validate envs/*.yaml with) or of a lockfile,
+    generated from envbuild's own models.
+
+    \b
+    Examples:
+      envbuild schema spec --out envs/envbuild-spec.schema.json
+      envbuild schema lockfile > conda-lock.schema.json"""
+    from builder.specs.schema import schema_text, spec_reference, spec_schema
+
+    if markdown and name != "spec":
+        raise UsageError("--markdown is for `envbuild schema spec`")
+    if markdown:
+        text = spec_reference()
+    elif name == "spec":
+        text = schema_text(spec_schema())
+    else:
+        from builder.formats.conda_lock import lockfile_schema
+
+        text = schema_text(lockfile_schema())
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        from builder.generated_files import write_new_file
+
+        write_new_file(out, text, force=True)
+        click.echo(f"wrote {out}", err=True)
+
+
+def _add_examples() -> None:
+    """Each command's help ends with its two examples (data/cli_examples.yaml)."""
+    from builder.yamlio import data_text, load_yaml
+
+    for name, lines in load_yaml(data_text("cli_examples.yaml"))["examples"].items():
+        cli.commands[name].epilog = "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+_add_examples()
 
 
 def main() -> None:

@@ -133,10 +133,32 @@ class LockFlags:
         return LockPolicy(lock_root=self.lock_root, frozen=self.frozen, solver=self.solver)
 
 
+LOCKS_HELP = "Folder for the locks (default: <spec folder>/<env>/locks)."
+SOLVER_HELP = "micromamba, mamba or conda to use (default: found on PATH, else envbuild's)."
+
+
+def _conda_platforms(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    from builder.specs.compat import conda_platform
+
+    return tuple(conda_platform(value) for value in values)
+
+
+def _oci_platform(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    from builder.specs.compat import oci_platform
+
+    return oci_platform(value)
+
+
+# One spelling on every command (conda's, as `lock` takes it); Docker's is converted.
+IMAGE_PLATFORM = click.option("--platform", "image_platform", default="linux-64", show_default=True,
+                              callback=_oci_platform, metavar="SUBDIR",
+                              help="Platform of the image (its locked packages), e.g. linux-64, linux-aarch64; "
+                                   "Docker's linux/amd64 is taken too.")
+
 lock_options = option_group("locks", [
     click.option("--frozen", is_flag=True, help="Fail instead of locking when a lock is stale."),
-    click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path)),
-    click.option("--solver", metavar="PATH"),
+    click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path), help=LOCKS_HELP),
+    click.option("--solver", metavar="PATH", help=SOLVER_HELP),
 ], LockFlags)
 
 
@@ -180,7 +202,7 @@ build_options = option_group("build", [
     click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE",
                  help="Docker build argument (repeatable)."),
     click.option("--no-cache", is_flag=True, help="Build every layer again."),
-    click.option("--platform", "image_platform", default="linux/amd64", show_default=True),
+    IMAGE_PLATFORM,
     NETWORK,
 ], _build_flags)
 
@@ -243,15 +265,14 @@ class SolveFlags:
 
 
 solve_options = option_group("solve", [
-    click.option("--platform", "platforms", multiple=True, metavar="SUBDIR",
-                 help="Lock only these platforms (repeatable), e.g. linux-64, osx-arm64."),
+    click.option("--platform", "platforms", multiple=True, metavar="SUBDIR", callback=_conda_platforms,
+                 help="Lock only these platforms (repeatable), e.g. linux-64, osx-arm64 "
+                      "(Docker's linux/amd64 is taken too)."),
     click.option("--check", is_flag=True, help="Solve nothing; exit 1 when any lock is stale or missing."),
     click.option("--update", multiple=True, metavar="PACKAGE", help="Move this package, keep the rest (repeatable)."),
     click.option("--force", is_flag=True, help="Solve again even when the inputs are unchanged."),
-    click.option("--solver", metavar="PATH",
-                 help="micromamba, mamba or conda to use (default: found on PATH, else envbuild's)."),
-    click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path),
-                 help="Folder for the locks (default: <spec folder>/<env>/locks)."),
+    click.option("--solver", metavar="PATH", help=SOLVER_HELP),
+    click.option("--locks", "lock_root", type=click.Path(file_okay=False, path_type=Path), help=LOCKS_HELP),
     click.option("--jobs", type=click.IntRange(1, 64), help="Targets locked at once (default: twice the CPU count)."),
     click.option("--timeout", type=click.FloatRange(1), default=600.0, show_default=True, help="Seconds per target."),
 ], SolveFlags)

@@ -117,3 +117,8 @@ def parse_lock(data: object, source: str, error: type[EnvbuildError], fix: str,
 def lockfile_sha256(path: Path) -> str:
     """The identity of a lockfile: images are labelled and tagged with it, lock info records it."""
     return hashlib.sha256(read_bounded(path, MAX_LOCK_BYTES, "lockfile", EnvbuildError)).hexdigest()
+
+
+def lockfile_schema() -> dict[str, object]:
+    """The JSON Schema of the part of conda-lock.yml envbuild reads (CondaLock; other keys are allowed)."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **CondaLock.model_json_schema()}

@@ -14,7 +14,14 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from builder import proc
-from builder.engine import ENGINE_START_FIX, EngineUnreachable, docker_client, engine_address, engine_failures
+from builder.engine import (
+    ENGINE_START_FIX,
+    EngineUnreachable,
+    docker_client,
+    engine_address,
+    engine_failures,
+    unreachable_reason,
+)
 from builder.findings import Finding, sort_findings
 from builder.gpu_access import GpuAccess, engine_gpu_access
 from builder.host.arch_check import arch_findings, at_least, full_driver, indices, unsupported_gpu_findings
@@ -300,7 +307,7 @@ def _engine_facts(timeout: float) -> EngineFacts:
         version = client.version()
         info = client.info()
     except engine_failures() as exc:  # answered the ping, then went away
-        return EngineFacts(address=engine_address(), reachable=False, error=f"{type(exc).__name__}: {exc}")
+        return EngineFacts(address=engine_address(), reachable=False, error=unreachable_reason(exc))
     finally:
         client.close()
     return EngineFacts(

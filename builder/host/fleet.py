@@ -202,6 +202,12 @@ class FleetMatrix:
             rows.append(row)
         return rows
 
+    def host_rows(self) -> list[list[str]]:
+        """table_rows turned: one row per host, one column per target (a wide fleet's grid then grows
+        downwards instead of folding its verdicts inside words)."""
+        by_target = self.table_rows()
+        return [[host.name, *(row[index + 1] for row in by_target)] for index, host in enumerate(self.hosts)]
+
     def fix_rows(self) -> list[list[str]]:
         """Each (target, host) that does not run, with why and the fix; hosts no target covers come last."""
         rows = [[c.target, c.host, c.why, c.fix or ""] for c in self.cells

@@ -75,7 +75,9 @@ class InitResult:
 
 
 def render_spec(draft: SpecDraft) -> str:
-    return render_template("spec.yaml.j2", spec=draft.data, notes=draft.notes,
+    from builder.specs.schema import SPEC_MODELINE
+
+    return render_template("spec.yaml.j2", spec=draft.data, notes=draft.notes, modeline=SPEC_MODELINE,
                            source=draft.source.name if draft.source else None)
 
 
@@ -89,6 +91,14 @@ def check_draft(draft: SpecDraft, text: str) -> tuple[EnvSpec, list[Target]]:
     return spec, resolve_targets(spec)
 
 
+def _write_spec_schema(folder: Path) -> None:
+    """The schema the spec's modeline names, beside it; one already there (the team's own) stays."""
+    from builder.specs.schema import SPEC_SCHEMA_FILE, schema_text, spec_schema
+
+    if not (folder / SPEC_SCHEMA_FILE).exists():
+        write_new_file(folder / SPEC_SCHEMA_FILE, schema_text(spec_schema()))
+
+
 def init_spec(source: Path | None = None, name: str | None = None, out: Path | None = None,
               force: bool = False, upgrade: bool = False) -> InitResult:
     """`envbuild init`: read, decide, check, then write atomically (nothing is written on any error).
@@ -100,5 +110,6 @@ def init_spec(source: Path | None = None, name: str | None = None, out: Path | N
     spec, targets = check_draft(draft, text)
     path = out or Path("envs") / f"{spec.name}.yaml"
     write_new_file(path, text, force=force)
+    _write_spec_schema(path.parent)
     spec._source = path
     return InitResult(path, spec, targets, draft.notes, source)

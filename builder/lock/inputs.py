@@ -55,6 +55,21 @@ def solver_identity(solver_name: str) -> dict[str, str]:
     return identity
 
 
+# The distributions whose versions enter a lock's hash (solver_identity, lock_material): --version names them.
+LOCK_HASH_TOOLS = ("conda-lock", "py-rattler", "uv")
+
+
+def lock_tool_versions() -> dict[str, str]:
+    """The installed version of each tool in LOCK_HASH_TOOLS ("not installed" when absent)."""
+    versions = {}
+    for name in LOCK_HASH_TOOLS:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
 @lru_cache(maxsize=1)
 def _mapping_sha256() -> str:
     return hashlib.sha256(mapping_file().read_bytes()).hexdigest()

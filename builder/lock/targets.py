@@ -253,6 +253,11 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 # The cause of a failed lock, as a fix: (what the explanation says, what to do). Checked in order.
+# An unreachable index on the pip side (uv's words) is fixed by --pip-index, not by a channel.
+PIP_SIDE = ("uv found no pip packages", "uv resolving the pip packages")
+PIP_UNREACHABLE_FIX = "check that the pip index is up and reachable (--pip-index URL gives another)"
+SHOWN_ABOVE_FIX = "see conda-lock's explanation above"
+NOT_SHOWN_FIX = "`envbuild lock SPEC --cuda X.Y` prints conda-lock's whole explanation"
 FAILURE_FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("did not answer", "cannot reach", "connection", "timed out while", "urlopen error"),
      "check that the channel is up and reachable (--channel/--mirror give another)"),
@@ -265,8 +270,9 @@ FAILURE_FIXES: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
-def failure_line(message: str) -> str:
-    """A failed lock's explanation as one line: its most telling sentence and a fix."""
+def failure_line(message: str, shown_above: bool = False) -> str:
+    """A failed lock's explanation as one line: its most telling sentence and a fix. `shown_above`:
+    the whole explanation was printed before this line (only then may the fix point at it)."""
     if "\n" not in message and "; " in message:
         return message  # envbuild's own message: already a cause and a fix
     lines = [line.strip() for line in message.splitlines() if line.strip() and not line.startswith("hint:")]
@@ -275,8 +281,11 @@ def failure_line(message: str) -> str:
         marker in line.lower() for markers, _ in FAILURE_FIXES for marker in markers)), None)
     cause = (telling or (lines[-1] if lines else "conda-lock failed without output")).rstrip(".;")
     lowered = message.lower()
-    fix = next((fix for markers, fix in FAILURE_FIXES if any(m in lowered for m in markers)),
-               "see conda-lock's explanation above")
+    fix = next((fix for markers, fix in FAILURE_FIXES if any(m in lowered for m in markers)), None)
+    if fix is FAILURE_FIXES[0][1] and any(marker in message for marker in PIP_SIDE):
+        fix = PIP_UNREACHABLE_FIX
+    if fix is None:
+        fix = SHOWN_ABOVE_FIX if shown_above and "\n" in message else NOT_SHOWN_FIX
     hint = next((line.removeprefix("hint: ") for line in message.splitlines() if line.startswith("hint:")), None)
     return f"{cause[:300]}; {hint or fix}"
 

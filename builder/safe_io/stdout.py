@@ -63,6 +63,17 @@ class CheckedOutput(io.TextIOBase):
     def flush(self) -> None:
         self._call(lambda stream: stream.flush())
 
+    def write_bytes(self, data: bytes) -> int:
+        """Bytes after the text written so far (click's shell completion writes its script as bytes)."""
+        def both(stream: IO[str]) -> int:
+            stream.flush()
+            return stream.buffer.write(data)  # type: ignore[attr-defined]
+        return self._call(both) or 0
+
+    @property
+    def buffer(self) -> CheckedBytes:  # type: ignore[override]
+        return CheckedBytes(self)
+
     def writable(self) -> bool:
         return True
 
@@ -81,6 +92,27 @@ class CheckedOutput(io.TextIOBase):
     @property
     def errors(self) -> str | None:  # type: ignore[override]
         return getattr(self._stream, "errors", None)
+
+
+class CheckedBytes(io.RawIOBase):
+    """The binary side of a CheckedOutput: the same checks, the same single error."""
+
+    def __init__(self, text: CheckedOutput) -> None:
+        super().__init__()
+        self._text = text
+
+    def write(self, data: Any) -> int:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"a bytes-like object is required, not {type(data).__name__}")
+        if not data:
+            return 0  # click's probe, as in CheckedOutput.write
+        return self._text.write_bytes(bytes(data))
+
+    def flush(self) -> None:
+        self._text.flush()
+
+    def writable(self) -> bool:
+        return True
 
 
 def _reserve_standard_descriptors() -> None:

@@ -160,3 +160,18 @@ class PlatformInfo(_Data):
     glibc: bool
     virtual: dict[str, str] = Field(default_factory=dict)
     oci: list[str] = Field(default_factory=list)
+
+
+def conda_platform(name: str) -> str:
+    """A platform as conda names it (`linux-64`), from that name or its OCI one (`linux/amd64`,
+    data/platforms.yaml's `oci:`); other names pass unchanged for the lock to judge."""
+    platforms = load_platforms()
+    if name in platforms:
+        return name
+    return next((conda for conda, info in platforms.items() if name in info.oci), name)
+
+
+def oci_platform(name: str) -> str:
+    """A platform as Docker names it (`linux/amd64`), from that name or its conda one (`linux-64`)."""
+    info = load_platforms().get(name)
+    return info.oci[0] if info and info.oci else name

@@ -26,7 +26,8 @@ import yaml
 
 from builder.errors import UsageError
 from builder.generated_files import write_new_file
-from builder.lock.location import default_lock_folder
+from builder.lock.location import default_lock_dir, default_lock_folder
+from builder.lock.run import LOCK_FILE
 from builder.specs.cuda import cuda_or_cpu
 from builder.specs.model import EnvSpec
 from builder.specs.target import Target
@@ -72,10 +73,11 @@ class Pipeline:
     text: str
     jobs: tuple[Job, ...]
     install: InstallSource
+    unlocked: tuple[str, ...] = ()  # targets with no lockfile: the pipeline's lock-check job fails on them
 
     def as_dict(self) -> dict[str, Any]:
         return {"provider": self.provider, "path": str(self.path), "install": self.install.as_dict(),
-                "jobs": [j.as_dict() for j in self.jobs]}
+                "jobs": [j.as_dict() for j in self.jobs], "unlocked": list(self.unlocked)}
 
 
 @lru_cache(maxsize=1)
@@ -180,7 +182,8 @@ def write_pipeline(provider: Provider, spec: EnvSpec, spec_path: Path, targets: 
     source = install_source(options.install_from)
     text = pipeline_text(provider, spec, spec_path, targets, path, options, source)
     write_new_file(path, text, force=force)
-    return Pipeline(provider, path, text, pipeline_jobs(provider, text), source)
+    unlocked = tuple(t.key for t in targets if not (default_lock_dir(t) / LOCK_FILE).is_file())
+    return Pipeline(provider, path, text, pipeline_jobs(provider, text), source, unlocked)
 
 
 def write_k8s_jobs(spec: EnvSpec, spec_path: Path, targets: list[Target], out: Path | None,

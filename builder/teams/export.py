@@ -248,8 +248,11 @@ def render_uv(spec: EnvSpec, spec_file: str, targets: list[Target]) -> tuple[str
         ("tool.uv.sources", {k: v for k, v in sources.items() if v}),
         *(("[tool.uv.index]", index) for index in indexes),
     ]
+    # the example names an extra this file has (or says there is none), never a fixed one
+    example = (f"`uv sync --extra {extra_name(wheels[0])}`" if wheels
+               else "none here: the spec's targets all take torch from conda-forge")
     header = [f"Written by envbuild {__version__} from {spec_file} (`envbuild export uv`): one extra per pip-route",
-              "target, each taking torch from its PyTorch wheel index (`uv sync --extra cu128`)."]
+              f"target, each taking torch from its PyTorch wheel index ({example})."]
     return _toml_text(header, document), [(t.key, extra_name(t)) for t in wheels], notes
 
 

@@ -80,3 +80,22 @@ def test_cuda_is_parsed_where_it_enters() -> None:
             "Error: --cuda: '12.06' names no target: write a CUDA version like 12.6, or cpu"]
     outcome = runner.invoke(cli, ["render", SPEC, "--cuda", "99.9"])
     assert outcome.exit_code == 2 and "no target 99.9 in the spec (targets: 13.0, 12.9, 12.6, 11.8, cpu)" in outcome.output
+
+
+@pytest.mark.parametrize(("given", "conda", "oci"), [("linux-64", "linux-64", "linux/amd64"),
+                                                     ("linux/amd64", "linux-64", "linux/amd64"),
+                                                     ("linux/arm64", "linux-aarch64", "linux/arm64"),
+                                                     ("linux-aarch64", "linux-aarch64", "linux/arm64")])
+def test_platform_takes_either_spelling_and_each_command_gets_its_own(given: str, conda: str, oci: str) -> None:
+    from builder.specs.compat import conda_platform, oci_platform
+
+    assert conda_platform(given) == conda
+    assert oci_platform(given) == oci
+
+
+def test_lock_solver_and_platform_have_help() -> None:
+    for command in ("image", "matrix", "onboard", "lock", "render"):
+        shown = CliRunner().invoke(cli, [command, "--help"], terminal_width=250).output
+        for line in shown.splitlines():
+            if line.strip().startswith(("--locks", "--solver", "--platform")):
+                assert len(line.split(None, 2)) == 3, f"{command}: {line.strip()} has no help"

@@ -222,7 +222,8 @@ def test_an_existing_spec_is_kept_unless_forced(tmp_path: Path) -> None:
     assert out.read_text() == "mine\n"
     init_spec(FIXTURES / "cudatoolkit-era.yml", out=out, force=True)
     assert load_spec(out).name == "segmentation"
-    assert sorted(p.name for p in out.parent.iterdir()) == ["spec.yaml"]  # no staging file left behind
+    # no staging file left behind; the schema the spec's modeline names is written beside it
+    assert sorted(p.name for p in out.parent.iterdir()) == ["envbuild-spec.schema.json", "spec.yaml"]
 
 
 def test_same_input_same_bytes(tmp_path: Path) -> None:
@@ -252,7 +253,7 @@ def test_starter_spec_is_commented_and_valid(tmp_path: Path, monkeypatch) -> Non
     result = init_spec(name="vision-team")
     assert result.path == Path("envs/vision-team.yaml")
     text = result.path.read_text(encoding="utf-8")
-    assert text.startswith("# A starter envbuild spec")
+    assert text.startswith("# yaml-language-server: $schema=envbuild-spec.schema.json\n# A starter envbuild spec")
     assert "# images:" in text and "# ca_certificates:" in text
     spec = load_spec(result.path)
     keys = [t.key for t in resolve_targets(spec)]

@@ -442,6 +442,16 @@ def test_uv_round_trip_gives_back_the_same_targets(tmp_path: Path) -> None:
     assert back.spec.pip == ("requests>=2",)
 
 
+def test_uv_exports_header_names_an_extra_the_file_has(tmp_path: Path) -> None:
+    text = PIP_SPEC.format(python="3.11").replace('{cuda: "12.8"}, ', "")  # no cu128 extra
+    spec_path = write(tmp_path, "envs/wheels.yaml", text)
+    spec = load_spec(spec_path)
+    written = write_export("uv", spec, spec_path, resolve_targets(spec))
+    shown = written.path.read_text(encoding="utf-8")
+    named = shown.split("`uv sync --extra ", 1)[1].split("`", 1)[0]
+    assert named == "cu118" and named in tomllib.loads(shown)["project"]["optional-dependencies"]
+
+
 def test_uv_export_of_a_spec_without_pip_targets_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["export", "uv", str(ROOT / "envs" / "pytorch.yaml"), "--out",
                                       str(tmp_path / "pyproject.toml")])

@@ -546,3 +546,11 @@ def test_summary_step_appends_markdown_after_failures_too(repo: Path, tmp_path: 
     assert done.returncode == 0, done.stderr
     text = summary_file.read_text()
     assert "| cuda12.6 | ❌ missing | no committed lock; run `envbuild lock envs/pytorch.yaml`" in text
+
+
+def test_a_pipeline_names_the_targets_without_a_lock_its_lock_check_would_fail_on(repo: Path) -> None:
+    assert generate("github").unlocked == tuple(ALL_KEYS)
+    lock = repo / "envs" / "pytorch" / "locks" / "cuda12.6" / "conda-lock.yml"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("version: 1\n")
+    assert "cuda12.6" not in generate("github", force=True).unlocked
