@@ -40,7 +40,7 @@ test: setup
 	bash tests/run-all.sh $(PYTEST_ARGS)
 
 demo: setup
-	bash tests/world/demo.sh
+	DEMO=$(DEMO) bash tests/world/demo.sh
 
 bench: bench-lock bench-image bench-smoke
 

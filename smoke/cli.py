@@ -22,6 +22,8 @@ EXPECT_TORCH_ENV = "ENVBUILD_EXPECT_TORCH"
 EXPECT_CUDA_ENV = "ENVBUILD_EXPECT_CUDA"
 EXPECT_ARCHS_ENV = "ENVBUILD_EXPECT_ARCHS"
 REQUIRE_COMPILE_ENV = "ENVBUILD_REQUIRE_COMPILE"
+# NAME=VERSION pairs, space separated: what the spec pins beside torch (torchvision, torchaudio, expect:)
+EXPECT_PACKAGES_ENV = "ENVBUILD_EXPECT_PACKAGES"
 IMPORT_CHECK = "env.import_torch"
 IMPORT_CHECK_LISTING = ("torch imports (the CLI's own result; its time is the import time)",
                         "upstream smoke_test.py: `import torch`, which every other check needs")
@@ -47,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                         default=os.environ.get(REQUIRE_COMPILE_ENV, "").strip().lower() in ("1", "true", "yes"),
                         help="torch.compile must work: no compiler fails compile.inductor instead of skipping it "
                              f"(default: ${REQUIRE_COMPILE_ENV}=1)")
+    parser.add_argument("--expect-packages", metavar="NAME=VER ...", default=os.environ.get(EXPECT_PACKAGES_ENV, ""),
+                        help="packages that must be installed, import and have this version prefix, e.g. "
+                             f"'torchvision=0.29.1' (default: ${EXPECT_PACKAGES_ENV})")
     parser.add_argument("--only", metavar="NAME,...", default="",
                         help="run only these checks (full names or groups such as amp,dp)")
     parser.add_argument("--timeout-per-check", type=float, default=120.0, metavar="S",
@@ -74,7 +79,14 @@ def parse_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         bad = [a for a in archs if not re.fullmatch(r"(sm|compute)_\d{2,3}[af]?", a)]
         if bad:
             parser.error(f"--expect-archs {bad[0]!r}: write entries like sm_86 or compute_90")
+    expected: list[tuple[str, str]] = []
+    for entry in args.expect_packages.split():
+        name, sep, version = entry.partition("=")
+        if not sep or not name or not version:
+            parser.error(f"--expect-packages {entry!r}: write NAME=VERSION, e.g. torchvision=0.29.1")
+        expected.append((name.lower(), version))
     return Settings(
+        expect_packages=tuple(expected),
         expect_torch=args.expect_torch,
         expect_cuda=expectation,
         expect_archs=archs,

@@ -64,6 +64,11 @@ class Settings:
     require_gpus: int = 0
     timeout_per_check: float = 120.0
     require_compile: bool = False  # torch.compile must work: a missing compiler fails instead of skipping
+    # packages the spec pins beside torch (name -> version): missing, unimportable or another version fails
+    expect_packages: tuple[tuple[str, str], ...] = ()
+
+    def expected_version(self, package: str) -> str | None:
+        return dict(self.expect_packages).get(package)
 
 
 @dataclass

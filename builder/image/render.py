@@ -28,7 +28,7 @@ from builder.image.smoke_data import write_smoke_data
 from builder.lock.environment import environment_yml
 from builder.safe_io.reading import input_problem, read_bounded
 from builder.specs.cuda import CudaVersion, cuda_or_cpu
-from builder.specs.features import feature_smoke_env
+from builder.specs.features import compile_smoke_env, compiles
 from builder.specs.target import Target
 from builder.templates import environment
 
@@ -109,6 +109,8 @@ def _labels(target: Target, lock_hash: str | None) -> dict[str, str]:
     if target.archs:
         labels["io.envbuild.archs"] = " ".join(target.archs)
     labels["io.envbuild.features"] = " ".join(feature.value for feature in target.spec.features)
+    # gcc/g++ in the image and torch.compile required by its smoke suite, or the spec's opt-out
+    labels["io.envbuild.compile"] = "gcc" if compiles(target.torch, target.spec.features) else "no"
     labels.update(target.spec.labels)
     # An unknown value is no label at all: an empty one reads as "known to be nothing".
     return dict(sorted((key, value) for key, value in labels.items() if value))
@@ -123,6 +125,14 @@ def required_driver_cuda(cuda: CudaVersion | None) -> str:
     return f"cuda>={cuda.major_floor}"
 
 
+def expected_packages_env(target: Target) -> dict[str, str]:
+    """What the spec pins beside torch, baked into the image like ENVBUILD_EXPECT_TORCH: the smoke suite
+    fails when one is missing, does not import, or has another version."""
+    pins = {"torchvision": target.torchvision}
+    listed = " ".join(f"{name}={version}" for name, version in pins.items() if version)
+    return {"ENVBUILD_EXPECT_PACKAGES": listed} if listed else {}
+
+
 def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None,
                       steps: Sequence[LayerStep] | None = None) -> list[Block]:
     user = {"name": target.spec.user.name, "uid": target.spec.user.uid}
@@ -131,6 +141,8 @@ def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None
     return [
         Block("ca_certificates.j2", {"files": has_ca}),
         Block("runtime_user.j2", user, builder_macro=None),
+        Block("compiler.j2", builder_macro=None,
+              runtime_macro="runtime" if compiles(target.torch, target.spec.features) else None),
         Block(
             "nvidia_runtime.j2",
             {
@@ -139,7 +151,8 @@ def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None
                 "cuda": cuda_or_cpu(target.cuda),
                 # the smoke check env.arch_flags compares this with what the installed torch was built for
                 "archs": " ".join(target.archs),
-                "smoke_env": feature_smoke_env(target.spec.features),
+                "smoke_env": {**compile_smoke_env(target.torch, target.spec.features),
+                              **expected_packages_env(target)},
             },
             builder_macro=None,
         ),

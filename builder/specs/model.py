@@ -86,6 +86,7 @@ class Feature(str, Enum):
     """What a spec can ask every image to support beyond torch itself (builder/data/features.yaml)."""
 
     COMPILE = "compile"  # torch.compile: a C/C++ compiler in the env, and the smoke check required
+    NO_COMPILE = "no-compile"  # opt out of the C/C++ compiler layer every torch >= 2.0 image gets
 
 
 class Route(str, Enum):

@@ -247,3 +247,39 @@ def _run_a_kernel(index: int) -> str | None:
     except RuntimeError as exc:
         return " ".join(str(exc).split())[:300]
     return None if value == 12 else f"arange(4)*2 summed to {value}, not 12"
+
+
+@check("env.expected_packages",
+       stands_for="upstream smoke_test.py imports torchvision and torchaudio and checks their versions")
+def expected_packages(ctx: Context) -> Outcome:
+    """Every package the spec pins beside torch is installed, imports, and has the pinned version.
+
+    The pins come from --expect-packages (ENVBUILD_EXPECT_PACKAGES, baked in by envbuild); a local suffix
+    such as +cu130 is ignored."""
+    import importlib
+    import importlib.metadata
+
+    expected = ctx.settings.expect_packages
+    if not expected:
+        return skipped("no --expect-packages or ENVBUILD_EXPECT_PACKAGES given")
+    problems: list[str] = []
+    found: dict[str, str] = {}
+    for name, version in expected:
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            problems.append(f"{name} {version} is pinned but not installed")
+            continue
+        found[name] = installed
+        if not version_matches_prefix(installed, version):
+            problems.append(f"{name} {installed} is installed but {version} is pinned")
+            continue
+        try:
+            importlib.import_module(name.replace("-", "_"))
+        except Exception as exc:  # any import error is the finding: compiled ops, missing libraries  # noqa: BLE001
+            message = " ".join(str(exc).split())[:300]
+            problems.append(f"import {name} failed: {type(exc).__name__}: {message}")
+    details = {"expected": dict(expected), "installed": found}
+    if problems:
+        return failed("; ".join(problems), **details)
+    return passed(", ".join(f"{name} {found[name]}" for name, _ in expected) + " installed and importable", **details)

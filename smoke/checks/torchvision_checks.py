@@ -56,7 +56,12 @@ def cuda_from_version_number(number: int) -> str | None:
     return f"{number // 1000}.{number % 1000 // 10}"
 
 
-def _not_installed() -> Outcome:
+def _not_installed(ctx: Context) -> Outcome:
+    """A failure when the image was built to hold torchvision (its spec pins it), else a named skip."""
+    expected = ctx.settings.expected_version("torchvision")
+    if expected:
+        return failed(f"torchvision {expected} is pinned by the spec but not installed in this environment",
+                      expected=expected)
     return skipped("torchvision is not installed")
 
 
@@ -66,7 +71,7 @@ def version_pairs(ctx: Context) -> Outcome:
     """torchvision's major.minor is the one built against this torch (envbuild's compatibility data)."""
     version = installed_torchvision()
     if version is None:
-        return _not_installed()
+        return _not_installed(ctx)
     ok, message = pairing_verdict(str(torch.__version__), version)
     details = {"torch": str(torch.__version__), "torchvision": version}
     return passed(message, **details) if ok else failed(message, **details)
@@ -77,7 +82,7 @@ def version_pairs(ctx: Context) -> Outcome:
 def cuda_build_agrees(ctx: Context) -> Outcome:
     """torchvision's compiled ops are built for the CUDA torch is built for (or both for CPU)."""
     if installed_torchvision() is None:
-        return _not_installed()
+        return _not_installed(ctx)
     try:
         import torchvision  # noqa: F401  (registers torch.ops.torchvision)
 
@@ -103,7 +108,7 @@ def _build_name(cuda: str | None) -> str:
 def compiled_ops_run(ctx: Context) -> Outcome:
     """torchvision.ops.nms loads and gives the known answer on CPU and on each GPU."""
     if installed_torchvision() is None:
-        return _not_installed()
+        return _not_installed(ctx)
     try:
         import torchvision
         from torchvision.ops import nms
@@ -127,7 +132,7 @@ def compiled_ops_run(ctx: Context) -> Outcome:
 def resnet18_step(ctx: Context) -> Outcome:
     """resnet18(weights=None) does forward and backward under autocast on a tiny batch, per device."""
     if installed_torchvision() is None:
-        return _not_installed()
+        return _not_installed(ctx)
     try:
         from torchvision.models import resnet18
     except Exception as exc:  # a broken install raises anything at import  # noqa: BLE001

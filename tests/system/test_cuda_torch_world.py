@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import docker
 from builder.formats.conda_lock import read_lock
 from builder.specs.model import load_spec
 from builder.specs.target import resolve_targets
@@ -92,7 +93,8 @@ def test_real_cuda_torch_image_passes_the_smoke_suite_without_a_gpu(world, cuda_
     checks = {c["name"]: c for c in json.loads(smoke.stdout)["checks"]}
     must_pass = ["env.import_torch", "env.torch_version", "env.cuda_build", "env.cudnn", "env.arch_flags",
                  "torchvision.version", "torchvision.cuda_build", "torchvision.ops", "torchvision.resnet18_amp",
-                 "amp.cpu_bf16", "dataloader.fork", "dataloader.spawn", "checkpoint.dataparallel_prefix"]
+                 "amp.cpu_bf16", "dataloader.fork", "dataloader.spawn", "checkpoint.dataparallel_prefix",
+                 "compile.inductor", "env.expected_packages"]  # gcc/g++ layer; torchvision=0.29.1 baked in
     shown = {name: (checks[name]["status"], checks[name]["reason"]) for name in must_pass if name in checks}
     assert all(checks.get(name, {}).get("status") == "passed" for name in must_pass), shown
     assert checks["env.cudnn"]["details"]["cudnn"] == "9.24.0"
@@ -102,3 +104,19 @@ def test_real_cuda_torch_image_passes_the_smoke_suite_without_a_gpu(world, cuda_
     assert all(arch in checks["env.arch_flags"]["reason"] for arch in target.archs)
     assert checks["env.cuda_available"]["status"] == "skipped"  # no GPU here: skipped with a reason
     assert smoke.returncode == 0, smoke.stderr[-3000:]
+    # PyTorch's release-smoke operations on CPU (tests/system/outside_check.py), outside envbuild's suite
+    outside = Path(__file__).with_name("outside_check.py")
+    client = docker.from_env()
+    try:
+        container = client.containers.run(image["tags"][0], ["python", "/outside/outside_check.py"], detach=True,
+                                          volumes={str(outside.parent): {"bind": "/outside", "mode": "ro"}})
+        try:
+            status = container.wait(timeout=900)["StatusCode"]
+            results = json.loads(container.logs(stderr=False).decode())
+        finally:
+            container.remove(force=True)
+    finally:
+        client.close()
+    (tmp_path / "outside.json").write_text(json.dumps(results, indent=1))
+    assert status == 0 and all(result["ok"] for result in results.values()), results
+    assert len(results) == 9

@@ -8,6 +8,11 @@
 #                                 the role python:3.12-slim-bookworm plays for users
 #   local/busybox:static    FROM scratch + Debian's busybox-static (2 MB), for quick engine tests
 #
+# Both Debian images take their apt packages from the world's own Debian repository, served with the
+# channel at http://127.0.0.1:$ENVBUILD_WORLD_PORT/debian (debootstrap --download-only of minbase plus
+# what images install at build time, e.g. gcc/g++ for torch.compile), the role a team's internal Debian
+# mirror plays: image builds (--network host) stay offline.
+#
 #   base_images.sh [up]     make both, reusing images whose labels still match (about 0.2 s)
 #   base_images.sh mirror   print the Debian mirror debootstrap uses (from apt's sources)
 #
@@ -34,6 +39,11 @@ INCLUDE=ca-certificates,libexpat1,libssl3,libsqlite3-0
 # The env-builder stage runs envbuild's installer (standard library + py-rattler, abi3) on python3.
 PYTHON_INCLUDE=$INCLUDE,python3
 IMAGE_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+# What envbuild's Dockerfiles apt-get install at build time (docker/blocks/compiler.j2).
+BUILD_TIME_DEBS=gcc,g++,libc6-dev
+WORLD_PORT=${ENVBUILD_WORLD_PORT:-8765}
+DEBIAN_REPO=$STATE/debian
+IMAGE_APT_SOURCE="deb [trusted=yes] http://127.0.0.1:$WORLD_PORT/debian ./"
 LABEL=org.envbuild.world
 
 say() { printf 'world: %s\n' "$*"; }
@@ -162,7 +172,30 @@ busybox_image() {
 
 # ---- local/debian:bookworm ------------------------------------------------------------------
 
-debian_recipe() { echo "debootstrap --variant=$VARIANT --include=$1 $SUITE"; }
+debian_recipe() { echo "debootstrap --variant=$VARIANT --include=$1 $SUITE; apt: $IMAGE_APT_SOURCE"; }
+
+# The world's Debian repository: every package of minbase plus $BUILD_TIME_DEBS and their dependencies,
+# as one flat repository (Packages.gz), cached under its recipe.
+debian_repo() {
+    local recipe="debootstrap --download-only --variant=$VARIANT --include=$INCLUDE,python3,$BUILD_TIME_DEBS $SUITE"
+    if [[ -s $DEBIAN_REPO/Packages.gz && $(cat "$DEBIAN_REPO/recipe" 2>/dev/null) == "$recipe" ]]; then
+        say "debian repository ready (reused)"
+        return 0
+    fi
+    local started=$SECONDS work mirror
+    mirror=$(debian_mirror)
+    work=$(mktemp -d "$STATE/tmp/debs.XXXXXX")
+    debootstrap --download-only --variant="$VARIANT" --include="$INCLUDE,python3,$BUILD_TIME_DEBS" "$SUITE" \
+        "$work/root" "$mirror" >"$STATE/debootstrap-repo.log" 2>&1 \
+        || die "debootstrap --download-only $SUITE from $mirror failed; see $STATE/debootstrap-repo.log"
+    rm -rf "$DEBIAN_REPO"
+    mkdir -p "$DEBIAN_REPO"
+    mv "$work/root/var/cache/apt/archives/"*.deb "$DEBIAN_REPO/"
+    (cd "$DEBIAN_REPO" && dpkg-scanpackages --multiversion . 2>/dev/null | gzip -9n >Packages.gz)
+    echo "$recipe" >"$DEBIAN_REPO/recipe"
+    rm -rf "$work"
+    say "debian repository ($(find "$DEBIAN_REPO" -name '*.deb' | wc -l) packages) made from $mirror in $((SECONDS - started)) s"
+}
 
 rootfs_cache() {
     echo "$CACHE_DIR/debian-$SUITE-$VARIANT-$(debian_recipe "$1" | sha256sum | cut -c1-12).tar"
@@ -196,11 +229,14 @@ rootfs_with_host_cas() {
     if [[ -d $HOST_EXTRA_CA_DIR ]]; then
         cp -r "$HOST_EXTRA_CA_DIR/." "$stage/usr/local/share/ca-certificates/"
     fi
+    mkdir -p "$stage/etc/apt"
+    echo "$IMAGE_APT_SOURCE" >"$stage/etc/apt/sources.list"
     chmod -R u=rwX,go=rX "$stage"
     cp "$cache" "$out"
     # The engine refuses duplicate paths in an imported tar, so replace rather than add.
-    tar --delete -f "$out" ".$IMAGE_CA_BUNDLE" ./usr/local/share/ca-certificates/ 2>/dev/null || true
-    tar --numeric-owner --owner=0 --group=0 -C "$stage" -rf "$out" ".$IMAGE_CA_BUNDLE" ./usr/local/share/ca-certificates
+    tar --delete -f "$out" ".$IMAGE_CA_BUNDLE" ./usr/local/share/ca-certificates/ ./etc/apt/sources.list 2>/dev/null || true
+    tar --numeric-owner --owner=0 --group=0 -C "$stage" -rf "$out" ".$IMAGE_CA_BUNDLE" ./usr/local/share/ca-certificates \
+        ./etc/apt/sources.list
 }
 
 # debian_image TAG INCLUDE: a debootstrap image of $SUITE with INCLUDE and the host's CAs.
@@ -244,6 +280,7 @@ main() {
             # Work dirs of a run that died half way; safe to drop while we hold the lock.
             rm -rf "$STATE/tmp/"{busybox,rootfs,import}.* "$CACHE_DIR/"*.partial
             busybox_image
+            debian_repo
             debian_image "$DEBIAN_TAG" "$INCLUDE"
             debian_image "$PYTHON_TAG" "$PYTHON_INCLUDE"
             ;;

@@ -28,7 +28,7 @@ SYSTEM_SOCKET=/var/run/docker.sock
 # shellcheck: the generated CI pipelines' shell steps are checked with it (tests/unit/teams/test_ci.py).
 # rsync: gitlab-ci-local copies the repository into its build folder with it (tests/system/test_gitlab_local_world.py).
 # skopeo: reads what `envbuild image --push` put in the registry, as a registry client (tests/system/test_image_world.py).
-WORLD_PACKAGES=(docker.io debootstrap docker-registry busybox-static shellcheck rsync skopeo)
+WORLD_PACKAGES=(docker.io debootstrap docker-registry busybox-static shellcheck rsync skopeo dpkg-dev)
 
 say() { printf 'world: %s\n' "$*"; }
 die() { printf 'world: error: %s\n' "$*" >&2; exit 1; }

@@ -106,6 +106,21 @@ def test_expect_torch() -> None:
     assert _run("env.torch_version").status == "skipped"
 
 
+def test_expected_packages_fail_when_missing_or_another_version() -> None:
+    import importlib.metadata
+
+    numpy_version = importlib.metadata.version("numpy")
+    assert _run("env.expected_packages", expect_packages=(("numpy", numpy_version),)).status == "passed"
+    wrong = _run("env.expected_packages", expect_packages=(("numpy", "0.1"),))
+    assert wrong.status == "failed" and f"numpy {numpy_version} is installed but 0.1 is pinned" in wrong.reason
+    # this venv has no torchvision (FIELD-NOTES: the CPU torch has no working one)
+    missing = _run("env.expected_packages", expect_packages=(("torchvision", "0.28.0"),))
+    assert missing.status == "failed" and "torchvision 0.28.0 is pinned but not installed" in missing.reason
+    assert _run("torchvision.ops", expect_packages=(("torchvision", "0.28.0"),)).status == "failed"
+    assert _run("torchvision.ops").status == "skipped"
+    assert _run("env.expected_packages").status == "skipped"
+
+
 @needs_cpu_only
 def test_require_gpus_fails_the_visibility_check_here() -> None:
     result = _run("visibility.devices", require_gpus=1)

@@ -10,7 +10,7 @@ from builder.errors import UsageError
 from builder.image.render import render_target
 from builder.image.smoke_run import suite_args
 from builder.lock.inputs import lock_inputs
-from builder.specs.features import feature_conda_packages, feature_smoke_env, load_features
+from builder.specs.features import compiles, feature_conda_packages, feature_smoke_env, load_features
 from builder.specs.model import Feature, parse_spec
 from builder.specs.target import resolve_targets
 
@@ -26,7 +26,9 @@ def targets(**extra):
 def test_every_feature_has_its_data_with_a_source() -> None:
     data = load_features()
     assert set(data) == set(Feature)
-    assert all(row.source and (row.conda or row.smoke_env) for row in data.values())
+    assert all(row.source for row in data.values())
+    # every feature but the opt-out adds packages or holds the smoke suite to something
+    assert all(row.conda or row.smoke_env for feature, row in data.items() if feature is not Feature.NO_COMPILE)
 
 
 def test_compile_adds_a_compiler_to_every_targets_environment() -> None:
@@ -52,8 +54,29 @@ def test_without_features_nothing_changes() -> None:
     for key in plain:
         assert render_target(plain[key]).dockerfile == render_target(listed[key]).dockerfile
         assert lock_inputs(plain[key]).input_hash == lock_inputs(listed[key]).input_hash
-    assert "ENVBUILD_REQUIRE_COMPILE" not in render_target(plain["cpu"]).dockerfile
     assert "io.envbuild.features" not in render_target(plain["cpu"]).dockerfile
+
+
+def test_every_image_of_torch_2_gets_a_compiler_and_requires_compile() -> None:
+    for key, target in targets().items():
+        dockerfile = render_target(target).dockerfile
+        assert "apt-get install -y -q --no-install-recommends gcc g++ libc6-dev" in dockerfile, key
+        assert 'ENVBUILD_REQUIRE_COMPILE="1"' in dockerfile, key
+        assert 'io.envbuild.compile="gcc"' in dockerfile, key
+
+
+def test_no_compile_leaves_the_compiler_out_and_says_so() -> None:
+    for key, target in targets(features=["no-compile"]).items():
+        dockerfile = render_target(target).dockerfile
+        assert "gcc" not in dockerfile.replace('io.envbuild.compile="no"', ""), key
+        assert "ENVBUILD_REQUIRE_COMPILE" not in dockerfile, key
+        assert 'io.envbuild.compile="no"' in dockerfile, key
+
+
+def test_torch_before_2_has_no_compile_to_require() -> None:
+    assert not compiles("1.13.1", ())
+    assert compiles("2.0.0", ()) and compiles("2.14.1+cu130", ())
+    assert not compiles("2.14.1", (Feature.NO_COMPILE,))
 
 
 def test_the_feature_is_part_of_the_lock_inputs() -> None:

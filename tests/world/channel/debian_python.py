@@ -85,6 +85,21 @@ def _lay_out(usr: Path, tree: Path, short: str) -> None:
     (stdlib / "site-packages").mkdir(exist_ok=True)
     (stdlib / "site-packages" / "README.txt").write_text(_SITE_PACKAGES_README)
     os.symlink("site-packages", stdlib / "dist-packages")
+    _copy_headers(usr, tree, short)
+
+
+def _copy_headers(usr: Path, tree: Path, short: str) -> None:
+    """include/pythonX.Y as conda-forge's python has it (sysconfig's `include` path of the prefix):
+    Debian splits pyconfig.h into a per-architecture folder and leaves a stub that includes it by a
+    multiarch path the prefix has not; the real one replaces the stub."""
+    headers = usr / "include" / f"python{short}"
+    if not (headers / "Python.h").is_file():
+        raise EnvbuildError(f"the Debian packages lack python{short}'s headers: add libpython{short}-dev")
+    include = tree / "include" / f"python{short}"
+    shutil.copytree(headers, include, symlinks=False)
+    arch_configs = sorted((usr / "include").glob(f"*-linux-gnu/python{short}/pyconfig.h"))
+    if arch_configs:
+        shutil.copyfile(arch_configs[0], include / "pyconfig.h")
 
 
 def _copy_scripts(src_bin: Path, dst_bin: Path, short: str) -> None:
