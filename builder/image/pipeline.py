@@ -12,7 +12,8 @@ from builder.errors import EnvbuildError
 from builder.image.build import BuildOptions, ImageResult, build_image, push_image
 from builder.image.context import make_context
 from builder.image.render import checked_ca_files
-from builder.lock.targets import LOCK_FILE, check_targets, default_lock_dir, failure_line, lock_targets
+from builder.lock.location import default_lock_dir
+from builder.lock.targets import LOCK_FILE, check_targets, failure_line, lock_targets
 from builder.proc import owned_name, remove_stale_folders
 from builder.safe_io.oserrors import os_error_reason
 from builder.specs.target import Target

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from builder import __version__
+from builder.lock.cuda_builds import companion_names, package_name, pin_to_cuda_build
 from builder.specs.compat import load_platforms
-from builder.specs.cuda_builds import companion_names, package_name, pin_to_cuda_build
 from builder.specs.features import feature_conda_packages
 from builder.specs.model import Route
 from builder.specs.target import Target

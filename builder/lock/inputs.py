@@ -22,6 +22,7 @@ import yaml
 from builder.errors import EnvbuildError
 from builder.lock.environment import conda_environment_yml, environment_context
 from builder.lock.pip_part import PipPart, mapping_file
+from builder.specs.compat import load_platforms
 from builder.specs.target import Target
 
 OWN_SOLVER = "envbuild-micromamba"
@@ -59,6 +60,19 @@ def _mapping_sha256() -> str:
     return hashlib.sha256(mapping_file().read_bytes()).hexdigest()
 
 
+def virtual_packages(target: Target, platform: str) -> dict[str, str]:
+    """The virtual packages a solve of `target` for `platform` sees: explicit, never conda-lock's defaults."""
+    info = load_platforms()[platform]
+    packages = dict(info.virtual)
+    if info.glibc and target.glibc:
+        packages["__glibc"] = target.glibc
+    if target.uses_cuda_on(platform):
+        packages["__cuda"] = str(target.cuda)
+        if target.cuda_arch:
+            packages["__cuda_arch"] = target.cuda_arch
+    return dict(sorted(packages.items()))
+
+
 def lock_material(target: Target, solver_name: str) -> dict[str, Any]:
     """The fields of one target's solve, as plain JSON values."""
     context = environment_context(target)
@@ -70,7 +84,7 @@ def lock_material(target: Target, solver_name: str) -> dict[str, Any]:
         "channels": list(context["channels"]),
         "pip_index": None,
         "platforms": list(target.platforms),
-        "virtual_packages": {p: target.virtual_packages(p) for p in target.platforms},
+        "virtual_packages": {p: virtual_packages(target, p) for p in target.platforms},
         "solver": solver_identity(solver_name),
     }
     if context["pip_repositories"]:

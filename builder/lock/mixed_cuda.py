@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
+from builder.lock.cuda_builds import load_cuda_builds
 from builder.lock.lockfile import CondaLock, LockedPackage
 from builder.specs.cuda import CudaVersion
-from builder.specs.cuda_builds import load_cuda_builds
 
 
 def _without_dot(version: str) -> str:
@@ -54,4 +54,9 @@ def mixed_cuda_builds(lock: CondaLock, expected: dict[str, CudaVersion | None]) 
 
 
 def _dotted(cuda_digits: str) -> str:
-    return f"{cuda_digits[:-1]}.{cuda_digits[-1]}" if len(cuda_digits) > 1 else cuda_digits
+    """`129` -> `12.9`, `1210` -> `12.10`, `92` -> `9.2`: CUDA majors from 10 on have two digits, so with three
+    or more digits the major is the first two (splitting off the last digit showed 12.10 as 121.0)."""
+    if len(cuda_digits) < 2:
+        return cuda_digits
+    major = 2 if len(cuda_digits) >= 3 else 1
+    return f"{cuda_digits[:major]}.{cuda_digits[major:]}"

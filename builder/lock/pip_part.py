@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
 from builder.errors import EnvbuildError
-from builder.lock.lockfile import read_lock
 from builder.proc import ProcessTimeout, run
 from builder.yamlio import load_yaml
 
@@ -207,33 +207,29 @@ def _normal(name: str) -> str:
     return canonicalize_name(name)
 
 
-def previous_pins(lock_path: Path, keep_moving: Iterable[str]) -> dict[str, list[str]]:
-    """Per platform, `name==version` of the pip packages an `--update` leaves where they are."""
+def previous_pins(lockfile: Any, keep_moving: Iterable[str]) -> dict[str, list[str]]:
+    """Per platform, `name==version` of the pip packages an `--update` leaves where they are
+    (`lockfile`: conda-lock's own model of the lock being updated)."""
     moving = {_normal(name) for name in keep_moving}
     pins: dict[str, list[str]] = {}
-    for package in read_lock(lock_path).package:
+    for package in lockfile.package:
         if package.manager == "pip" and _normal(package.name) not in moving:
             pins.setdefault(package.platform, []).append(f"{package.name}=={package.version}")
     return pins
 
 
-def without_pip_entries(lock_path: Path) -> None:
-    """Drop a lockfile's pip entries (conda-lock then updates the conda part alone)."""
-    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
-
-    lockfile = parse_conda_lock_file(lock_path)
-    lockfile.package = [p for p in lockfile.package if p.manager != "pip"]
-    write_conda_lock_file(lockfile, lock_path, metadata_choices=None)
+def without_pip_entries(lockfile: Any) -> Any:
+    """The lock without its pip entries (conda-lock then updates the conda part alone)."""
+    return lockfile.model_copy(update={"package": [p for p in lockfile.package if p.manager != "pip"]})
 
 
-def add_pip_part(lock_path: Path, part: PipPart, virtual_packages: Mapping[str, Mapping[str, str]], work: Path,
-                 pins: Mapping[str, list[str]] | None = None) -> None:
-    """Resolve `part` on each platform of the conda lock at `lock_path` and write it in, in place."""
-    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
+def with_pip_part(lockfile: Any, part: PipPart, virtual_packages: Mapping[str, Mapping[str, str]], work: Path,
+                  pins: Mapping[str, list[str]] | None = None) -> Any:
+    """The conda lock `lockfile` (conda-lock's model, in memory) with `part` resolved on each of its
+    platforms as pip entries; the caller writes the result once."""
     from conda_lock.lockfile.v1.models import HashModel
     from conda_lock.lockfile.v2prelim.models import LockedDependency
 
-    lockfile = parse_conda_lock_file(lock_path)
     conda = [p for p in lockfile.package if p.manager == "conda"]
     added = []
     for platform in lockfile.metadata.platforms:
@@ -249,5 +245,4 @@ def add_pip_part(lock_path: Path, part: PipPart, virtual_packages: Mapping[str, 
                                    dependencies={d: "*" for d in p.dependencies}, url=p.url,
                                    hash=HashModel(sha256=p.sha256), categories={"main"})
                   for p in resolved]
-    lockfile.package = conda + added
-    write_conda_lock_file(lockfile, lock_path, metadata_choices=None)
+    return lockfile.model_copy(update={"package": conda + added})

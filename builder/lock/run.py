@@ -21,7 +21,7 @@ import yaml
 
 from builder.errors import EnvbuildError
 from builder.lock.inputs import OWN_SOLVER, LockInputs
-from builder.lock.pip_part import add_pip_part, previous_pins, without_pip_entries
+from builder.lock.pip_part import previous_pins, with_pip_part, without_pip_entries
 from builder.lock.solver_protocol import CACHE_ENV, SERVICE_ENV
 from builder.proc import exit_now, kill_group, lead_own_group_dying_with_parent, popen, signals_as_interrupt
 
@@ -93,8 +93,10 @@ def _lock_both_parts(job: Job) -> int:
     """conda-lock solves the conda part, then uv the pip part on top of it (builder/lock/pip_part.py).
 
     An `--update` of pip names only keeps the conda part as locked; an update leaves every pip
-    package it does not name at its locked version."""
+    package it does not name at its locked version. Each state of the lockfile is parsed once and the
+    finished lock written once: the pip part is merged into conda-lock's model in memory."""
     from conda_lock.conda_lock import main as conda_lock_cli
+    from conda_lock.lockfile import parse_conda_lock_file
 
     lock_path = job.work / LOCK_FILE
     part = job.inputs.pip_part
@@ -102,9 +104,10 @@ def _lock_both_parts(job: Job) -> int:
     conda_update = tuple(name for name in job.update if name.lower() not in pip_names)
     pins = None
     if job.update and part is not None:
-        pins = previous_pins(lock_path, job.update)
-    if conda_update and part is not None:
-        without_pip_entries(lock_path)  # conda-lock updates the conda part alone; add_pip_part adds the rest
+        previous = parse_conda_lock_file(lock_path)
+        pins = previous_pins(previous, job.update)
+        if conda_update:  # conda-lock updates the conda part alone; the pip part is added after it
+            _write_lock(without_pip_entries(previous), lock_path)
     if conda_update or not job.update:
         try:
             conda_lock_cli.main(args=conda_lock_args(job.work, job.inputs, job.solver, conda_update),
@@ -118,11 +121,22 @@ def _lock_both_parts(job: Job) -> int:
     if part is None:
         return 0
     try:
-        add_pip_part(lock_path, part, job.inputs.virtual_packages, job.work, pins)
+        solved = with_pip_part(parse_conda_lock_file(lock_path), part, job.inputs.virtual_packages, job.work, pins)
     except EnvbuildError as exc:
         print(f"envbuild: {exc.message}", file=sys.stderr)
         return 1
+    _write_lock(solved, lock_path)
     return 0
+
+
+def _write_lock(lockfile: object, lock_path: Path) -> None:
+    """conda-lock's own writer, so the file stays what conda-lock writes; into a sibling first, then
+    renamed, so a kill mid-write never leaves a half-written lock for the check to read."""
+    from conda_lock.lockfile import write_conda_lock_file
+
+    partial = lock_path.with_name(lock_path.name + ".partial")
+    write_conda_lock_file(lockfile, partial, metadata_choices=None)
+    os.replace(partial, lock_path)
 
 
 def _use_libyaml() -> None:

@@ -39,6 +39,7 @@ from builder.lock.inputs import (
     lock_inputs,
     stale_reasons,
 )
+from builder.lock.location import default_lock_dir
 from builder.lock.lockfile import CondaLock, lockfile_sha256, read_lock
 from builder.lock.mixed_cuda import mixed_cuda_builds
 from builder.lock.run import LOCK_FILE, Job, run_jobs, solver_service, write_conda_lock_inputs
@@ -50,7 +51,6 @@ from builder.safe_io.locks import acquire_lock, release_lock
 from builder.safe_io.reading import read_bounded
 from builder.safe_io.writing import sync_file, write_destination
 from builder.specs.cuda import cuda_json
-from builder.specs.model import default_lock_folder
 from builder.specs.target import Target
 
 INFO_FILE = "envbuild-lock.json"
@@ -105,12 +105,6 @@ class LockResult:
             "message": self.message, "reasons": self.reasons, "hint": self.hint, "torch_builds": self.torch_builds,
             "package_counts": self.package_counts,
         }
-
-
-def default_lock_dir(target: Target, root: Path | None = None) -> Path:
-    if root is not None:
-        return root / target.key
-    return default_lock_folder(target.spec.source, target.spec.name) / target.key
 
 
 def read_info(folder: Path) -> LockInfo | None:

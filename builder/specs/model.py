@@ -254,12 +254,6 @@ class EnvSpec(StrictModel):
         raise KeyError(key)
 
 
-def default_lock_folder(spec_file: Path | None, env_name: str) -> Path:
-    """Where an env's locks live unless `--locks` says otherwise: `<spec folder>/<env>/locks`."""
-    base = spec_file.parent if spec_file else Path.cwd()
-    return base / env_name / "locks"
-
-
 def _describe_error(source: str, error: ErrorDetails, field: str | None = None) -> str:
     parts = (field, *error["loc"]) if field else error["loc"]
     # A key is the user's text: one with a newline or a control character is shown quoted, on one line.

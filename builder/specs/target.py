@@ -119,18 +119,6 @@ class Target:
     def uses_cuda_on(self, platform: str) -> bool:
         return self.cuda is not None and _platforms()[platform].cuda
 
-    def virtual_packages(self, platform: str) -> dict[str, str]:
-        """The virtual packages a solve for this platform sees: explicit, never conda-lock's defaults."""
-        info: PlatformInfo = _platforms()[platform]
-        packages = dict(info.virtual)
-        if info.glibc and self.glibc:
-            packages["__glibc"] = self.glibc
-        if self.uses_cuda_on(platform):
-            packages["__cuda"] = str(self.cuda)
-            if self.cuda_arch:
-                packages["__cuda_arch"] = self.cuda_arch
-        return dict(sorted(packages.items()))
-
 
 @lru_cache(maxsize=1)
 def _platforms() -> dict[str, PlatformInfo]:

@@ -26,8 +26,9 @@ import yaml
 
 from builder.errors import UsageError
 from builder.generated_files import write_new_file
+from builder.lock.location import default_lock_folder
 from builder.specs.cuda import cuda_or_cpu
-from builder.specs.model import EnvSpec, default_lock_folder
+from builder.specs.model import EnvSpec
 from builder.specs.target import Target
 from builder.teams.install_source import InstallSource, install_source
 from builder.teams.k8s import K8sOptions, Manifests, write_manifests

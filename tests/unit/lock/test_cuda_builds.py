@@ -91,8 +91,19 @@ def test_one_cuda_build_passes_and_a_cuda_build_on_a_cpu_platform_does_not() -> 
 
 
 def test_the_data_names_every_companion_the_checks_know() -> None:
-    from builder.specs.cuda_builds import load_cuda_builds
+    from builder.lock.cuda_builds import load_cuda_builds
 
     data = load_cuda_builds()
     for route, pins in data.routes.items():
         assert set(pins.companions) <= set(data.checked.packages), route
+
+
+def test_a_two_digit_cuda_minor_is_named_as_its_version() -> None:
+    # 12.10's build string writes `cuda1210`: named CUDA 12.10, not 121.0
+    lock = _lock(("pytorch", "2.13.0", "cuda129_py311_h1_300", "linux-64"),
+                 ("torchvision", "0.28.0", "cuda1210_py311_h2_300", "linux-64"),
+                 ("torchaudio", "2.13.0", "cuda92_py311_h3_300", "linux-64"))
+    problems = mixed_cuda_builds(lock, {"linux-64": CudaVersion(12, 9)})
+    assert problems == ["linux-64: the target needs CUDA 12.9, but locked "
+                        "torchvision 0.28.0 cuda1210_py311_h2_300 (CUDA 12.10), "
+                        "torchaudio 2.13.0 cuda92_py311_h3_300 (CUDA 9.2)"]

@@ -130,3 +130,35 @@ def test_a_missing_uv_is_one_line_that_says_what_to_do(monkeypatch: pytest.Monke
         pip_lock._uv()
     monkeypatch.setattr(shutil, "which", lambda name: "/somewhere/bin/uv")
     assert pip_lock._uv() == "/somewhere/bin/uv"
+
+
+def _conda_lock_model():
+    from conda_lock.lockfile.v1.models import HashModel
+    from conda_lock.lockfile.v2prelim.models import LockedDependency, Lockfile, LockMeta
+
+    def entry(name: str, version: str, manager: str) -> LockedDependency:
+        return LockedDependency(name=name, version=version, manager=manager, platform="linux-64", dependencies={},
+                                url=f"http://index.example/{name}-{version}",
+                                hash=HashModel(md5="0" * 32, sha256="0" * 64) if manager == "conda" else HashModel(sha256="0" * 64),
+                                categories={"main"})
+
+    meta = LockMeta(content_hash={"linux-64": "h"}, channels=[], platforms=["linux-64"], sources=["environment.yml"])
+    return Lockfile(package=[entry("python", "3.11.9", "conda"), entry("torch", "2.14.1", "pip"),
+                             entry("filelock", "3.16.1", "pip")], metadata=meta)
+
+
+def test_an_update_keeps_the_pip_packages_it_does_not_name_and_hands_conda_lock_the_conda_part(tmp_path) -> None:
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    from builder.lock.pip_part import previous_pins, without_pip_entries
+    from builder.lock.run import _write_lock
+
+    lock = _conda_lock_model()
+    assert previous_pins(lock, ["Torch"]) == {"linux-64": ["filelock==3.16.1"]}
+    conda_only = without_pip_entries(lock)
+    assert [p.name for p in conda_only.package] == ["python"]
+    assert len(lock.package) == 3  # the model in hand is not changed
+    path = tmp_path / "conda-lock.yml"
+    _write_lock(conda_only, path)
+    assert [p.name for p in parse_conda_lock_file(path).package] == ["python"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conda-lock.yml"]  # no partial file left

@@ -67,16 +67,6 @@ def test_unknown_base_image_needs_glibc() -> None:
     assert target.glibc == "2.31"
 
 
-def test_virtual_packages_are_explicit_per_platform() -> None:
-    target = resolve_targets(spec(platforms=["linux-64", "osx-arm64"]))[0]
-    assert target.virtual_packages("linux-64")["__cuda"] == "12.9"
-    assert target.virtual_packages("linux-64")["__glibc"] == "2.39"
-    assert "__cuda" not in target.virtual_packages("osx-arm64")
-    assert "__glibc" not in target.virtual_packages("osx-arm64")
-    cpu = resolve_targets(spec(targets=[{"cuda": "cpu"}]))[0]
-    assert "__cuda" not in cpu.virtual_packages("linux-64")
-
-
 def test_sources_replace_channels_and_mirror() -> None:
     target = resolve_targets(spec(), sources=Sources(mirrors=(("conda-forge", "http://127.0.0.1:1/cf"),)))[0]
     assert target.channels == ("http://127.0.0.1:1/cf",)
