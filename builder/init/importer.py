@@ -29,6 +29,7 @@ from builder.init.lines import Note, cuda_from_build, cuda_from_tag, parse_conda
 from builder.init.read import read_environment, read_environment_data, read_source
 from builder.init.variants import draft_from_reading
 from builder.specs.model import EnvSpec, parse_spec
+from builder.specs.schema import SPEC_MODELINE, SPEC_SCHEMA_FILE, schema_text, spec_schema
 from builder.specs.target import Target, resolve_targets
 from builder.templates import render_template
 
@@ -75,8 +76,6 @@ class InitResult:
 
 
 def render_spec(draft: SpecDraft) -> str:
-    from builder.specs.schema import SPEC_MODELINE
-
     return render_template("spec.yaml.j2", spec=draft.data, notes=draft.notes, modeline=SPEC_MODELINE,
                            source=draft.source.name if draft.source else None)
 
@@ -93,8 +92,6 @@ def check_draft(draft: SpecDraft, text: str) -> tuple[EnvSpec, list[Target]]:
 
 def _write_spec_schema(folder: Path) -> None:
     """The schema the spec's modeline names, beside it; one already there (the team's own) stays."""
-    from builder.specs.schema import SPEC_SCHEMA_FILE, schema_text, spec_schema
-
     if not (folder / SPEC_SCHEMA_FILE).exists():
         write_new_file(folder / SPEC_SCHEMA_FILE, schema_text(spec_schema()))
 
