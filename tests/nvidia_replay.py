@@ -81,4 +81,6 @@ _CONTAINER_CONTEXT = (
     ("a prompt of Docker's container-id hostname", re.compile(r"^\S+@[0-9a-f]{12}:", re.M)),
     ("nvidia-smi run by `docker run`", re.compile(r"docker run\b[^\n]*nvidia-smi")),
     ("a pod's log", re.compile(r"kubectl logs|\bstd(?:out|err) F ")),
+    # The NVIDIA device plugin's first line: it runs only as a DaemonSet pod, so its log is a container's.
+    ("the NVIDIA device plugin's log (a pod)", re.compile(r"^(?:\S+ )*Loading NVML\s*$", re.M | re.I)),
 )
