@@ -6,8 +6,13 @@ CUDA_VISIBLE_DEVICES remapping is checked (the variable is read once, when CUDA 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
+
+# How a MIG instance shows inside a process: torch names it "<board> MIG 1g.5gb", and a runtime that hands out
+# instances sets CUDA_VISIBLE_DEVICES to their MIG-<uuid> (or MIG-GPU-<uuid>/<gi>/<ci>) names.
+_MIG_NAME = re.compile(r"\bMIG \d+g\.\d+gb\b")
 
 
 def device_identity(index: int) -> dict[str, Any]:
@@ -42,6 +47,19 @@ def visible_devices() -> list[dict[str, Any]]:
     if not torch.cuda.is_available():
         return []
     return [device_identity(i) for i in range(torch.cuda.device_count())]
+
+
+def mig_in_view(devices: list[dict[str, Any]], cuda_visible_devices: str | None) -> str | None:
+    """What shows that this process runs on a MIG instance (None: nothing does). CUDA enumerates one MIG
+    instance per process, so a MIG host never shows a process more than one device."""
+    named = next((d["name"] for d in devices if _MIG_NAME.search(str(d.get("name", "")))), None)
+    if named:
+        return f"device name {named!r}"
+    tokens = [t.strip() for t in (cuda_visible_devices or "").split(",") if t.strip()]
+    mig = [t for t in tokens if t.startswith("MIG-")]
+    if mig:
+        return f"CUDA_VISIBLE_DEVICES lists {len(mig)} MIG instance(s)"
+    return None
 
 
 def _pci_bus_id(props: Any) -> str | None:

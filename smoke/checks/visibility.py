@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from smoke.checks.cuda_probe import probe_cuda
-from smoke.device_info import device_identity, identity_key
+from smoke.device_info import device_identity, identity_key, mig_in_view
 from smoke.registry import Context, Outcome, check, failed, needs_gpus, passed, verdict
 
 CHILD_TIMEOUT_S = 120.0
@@ -32,8 +32,11 @@ def visible_devices(ctx: Context) -> Outcome:
         "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
     required = ctx.settings.require_gpus
+    mig = mig_in_view(devices, details["CUDA_VISIBLE_DEVICES"])
+    if mig:
+        details["mig"] = mig
     if ctx.gpu_count < required:
-        why = probe_cuda().describe_unavailable()
+        why = mig_limit(mig, required) if mig else probe_cuda().describe_unavailable()
         return failed(
             f"{ctx.gpu_count} CUDA device(s) visible but --require-gpus {required}" + (f" ({why})" if why else ""),
             **details,
@@ -44,6 +47,11 @@ def visible_devices(ctx: Context) -> Outcome:
     details["most_free_device"] = most_free["index"]
     names = ", ".join(f"cuda:{d['index']} {d['name']}" for d in devices)
     return passed(f"{ctx.gpu_count} device(s): {names}; most free memory on cuda:{most_free['index']}", **details)
+
+
+def mig_limit(mig: str, required: int) -> str:
+    return (f"MIG is on ({mig}): CUDA gives a process one MIG instance, so --require-gpus {required} cannot be "
+            "met and DataParallel cannot span instances; run one process per instance, or turn MIG off")
 
 
 @check("visibility.remap", gpus=2,

@@ -22,7 +22,9 @@ from smoke.checks.amp import CHANCE_LOSS, judge_run, train_blobs  # noqa: E402
 from smoke.checks.checkpoints import judge_gpu_less_load, load_in_gpu_less_child  # noqa: E402
 from smoke.checks.dataloader import judge_delivery, load_all_batches  # noqa: E402
 from smoke.checks.dataparallel import BatchRecorder  # noqa: E402
+from smoke.checks.visibility import mig_limit  # noqa: E402
 from smoke.compat import CudaExpectation  # noqa: E402
+from smoke.device_info import mig_in_view  # noqa: E402
 from smoke.registry import Context, Settings, run_check  # noqa: E402
 from smoke.report import SmokeReport  # noqa: E402
 
@@ -560,3 +562,19 @@ def test_arch_in_build_on_what_a_gpu_reports(monkeypatch: pytest.MonkeyPatch, ar
     monkeypatch.setattr(environment, "_run_a_kernel", lambda index: None)
     result = run_check(CHECKS["gpu.arch_in_build"], Context(Settings(), gpu_count=1))
     assert result.status == status and words in result.reason, result.reason
+
+
+def test_a_mig_instance_is_told_by_its_name_or_by_cuda_visible_devices() -> None:
+    a100_slice = {"index": 0, "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb"}
+    assert mig_in_view([a100_slice], None) == "device name 'NVIDIA A100-SXM4-40GB MIG 1g.5gb'"
+    assert mig_in_view([], "MIG-4b2a1c3e-0000-5f6a-8b9c-0123456789ab,MIG-GPU-0/1/0") == (
+        "CUDA_VISIBLE_DEVICES lists 2 MIG instance(s)")
+    assert mig_in_view([{"index": 0, "name": "NVIDIA H100 80GB HBM3"}], "0,1") is None
+    assert "--require-gpus 2 cannot be met" in mig_limit("device name 'x MIG 1g.5gb'", 2)
+
+
+def test_require_gpus_on_mig_instances_says_mig_sets_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4b2a1c3e-0000-5f6a-8b9c-0123456789ab")
+    result = _run("visibility.devices", require_gpus=2)
+    assert result.status == "failed"
+    assert "MIG is on (CUDA_VISIBLE_DEVICES lists 1 MIG instance(s))" in result.reason
