@@ -440,7 +440,9 @@ def _device_entry(entry: str) -> bool:
 
 
 def judge_targets(facts: HostFacts, targets: list[Target], compat: CompatData) -> list[TargetVerdict]:
-    drivers = {t.key: _driver_verdict(facts.driver, t) for t in targets if t.cuda and facts.has_driver}
+    windows = _runs_the_windows_driver(facts.kind)
+    drivers = {t.key: _driver_verdict(facts.driver, t, _floors(t, compat, windows))
+               for t in targets if t.cuda and facts.has_driver}
     return [_judge_with_gpus(facts, target, targets, drivers, compat) for target in targets]
 
 
@@ -550,7 +552,32 @@ def _without_driver(facts: HostFacts, target: Target) -> TargetVerdict:
     return TargetVerdict(target.key, target.torch, target.cuda, target.route.value, word, (check,))
 
 
-def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, HostCheck]:
+@dataclass(frozen=True)
+class DriverFloors:
+    """The driver numbers a target's runtime needs on this host: Linux's, or NVIDIA's Windows ones."""
+
+    minimum: str | None  # minor-version compatibility
+    full: str  # the toolkit release's own driver
+    note: str = ""  # said when a Windows number is missing and the Linux one stands in
+
+
+def _runs_the_windows_driver(kind: HostKind) -> bool:
+    """Windows and WSL2 (a container on WSL2 too) report the Windows driver, whose numbers are not Linux's."""
+    return kind.name in ("windows", "wsl") or "wsl" in kind.also
+
+
+def _floors(target: Target, compat: CompatData, windows: bool) -> DriverFloors:
+    linux = DriverFloors(target.min_driver, full_driver(target))
+    if not windows or target.cuda is None:
+        return linux
+    minimum = compat.min_windows_driver(target.cuda)
+    full = target.toolkit.full_compat_driver_windows if target.toolkit else None
+    note = "" if minimum and full else (f"; NVIDIA's Windows driver numbers for CUDA {target.cuda} are not in "
+                                        "envbuild's data, so the Linux ones stand in")
+    return DriverFloors(minimum or linux.minimum, full or linux.full, note)
+
+
+def _driver_verdict(driver: DriverReading, target: Target, floors: DriverFloors) -> tuple[str, HostCheck]:
     """Can this driver run the CUDA runtime of `target`? (compat.yaml: min_driver, full_compat_driver)
 
     The driver runs a runtime fully when it reports that CUDA version or newer, or is at least the
@@ -559,7 +586,7 @@ def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, HostChe
     """
     cuda = target.cuda
     assert cuda is not None  # a CPU build needs no driver
-    full, minimum = full_driver(target), target.min_driver
+    full, minimum = floors.full, floors.minimum
     version = driver.driver_version
     says = f"driver {version or '(version unknown)'}" + (f" (CUDA {driver.cuda_text})" if driver.cuda else "")
     supported = CudaVersion(*driver.cuda) if driver.cuda is not None else None
@@ -573,13 +600,13 @@ def _driver_verdict(driver: DriverReading, target: Target) -> tuple[str, HostChe
         return MINOR_COMPAT, HostCheck(
             WARNING, "driver",
             f"{says} runs CUDA {cuda} builds only under minor-version compatibility (no PTX JIT, newer CUDA "
-            "APIs may fail)",
+            f"APIs may fail){floors.note}",
             f"update the NVIDIA driver to >= {full}")
     if driver.cuda is not None:
         cause = f"the driver supports CUDA {driver.cuda_text}, so CUDA {cuda} builds cannot run"
     else:
         cause = f"driver {version} is older than every CUDA {cuda.major}.x driver, so CUDA {cuda} builds cannot run"
-    return NEEDS_NEWER_DRIVER, HostCheck(FAIL, "driver", f"{cause} (they need driver >= {minimum})",
+    return NEEDS_NEWER_DRIVER, HostCheck(FAIL, "driver", f"{cause} (they need driver >= {minimum}){floors.note}",
                                        f"update the NVIDIA driver to >= {minimum} (>= {full} for full compatibility)")
 
 

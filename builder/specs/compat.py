@@ -33,6 +33,7 @@ class PythonRange(_Data):
 
 class CudaToolkit(_Data):
     full_compat_driver: str
+    full_compat_driver_windows: str | None = None  # NVIDIA's Windows number, where the data has it
     nvidia_cuda_image: str
     pip_tag: str
     source: str = ""
@@ -78,6 +79,7 @@ class BaseImage(_Data):
 
 class MinorCompat(_Data):
     min_driver: str
+    min_driver_windows: str | None = None
 
 
 class ArchList(_Data):
@@ -107,6 +109,11 @@ class CompatData(_Data):
         """The oldest Linux driver that runs this CUDA runtime under minor-version compatibility."""
         entry = self.minor_version_compat.get(str(cuda.major))
         return entry.min_driver if entry else None
+
+    def min_windows_driver(self, cuda: CudaVersion) -> str | None:
+        """The same floor for NVIDIA's Windows driver (Windows, WSL2); None where the data lacks it."""
+        entry = self.minor_version_compat.get(str(cuda.major))
+        return entry.min_driver_windows if entry else None
 
     def glibc_of(self, image: str) -> str | None:
         """glibc of a known base image, by exact name or by the distribution suffix of a tag."""

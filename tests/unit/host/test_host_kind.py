@@ -14,6 +14,8 @@ from builder.errors import UsageError
 from builder.host.doctor import (
     DRIVER_MISMATCH,
     FABRIC_NOT_READY,
+    MINOR_COMPAT,
+    NEEDS_NEWER_DRIVER,
     NO_GPU,
     NO_PLATFORM_BUILD,
     RUNS,
@@ -185,3 +187,18 @@ def test_json_carries_the_host_kind_and_each_facts_source(tmp_path: Path) -> Non
     assert data["kind"]["name"] and data["kind"]["source"]
     assert (data["mig_instances"], data["smoke_gpu_limit"]) == (3, 3)
     assert set(data["sources"]) >= {"driver_version", "gpus", "kind", "kernel_module"}
+
+
+def test_a_windows_driver_is_held_to_nvidias_windows_numbers() -> None:
+    # 451.82 is CUDA 11.0 Update 1's Windows driver: above Linux's 11.x floor (450.80.02), below Windows' (452.39).
+    targets = [spec_targets()["cuda11.8"]]
+    on_linux = replace(host("451.82", None, H100), probe=HostProbe(system="Linux"))
+    assert by_target(diagnose(on_linux, targets)) == {"cuda11.8": MINOR_COMPAT}
+    on_wsl = replace(on_linux, probe=HostProbe(system="Linux", wsl="/usr/lib/wsl/lib"))
+    report = checked(diagnose(on_wsl, targets))
+    assert on_wsl.kind.name == "wsl" and by_target(report) == {"cuda11.8": NEEDS_NEWER_DRIVER}
+    assert "452.39" in report.targets[0].findings[0].message
+    # CUDA 13 has no Windows number in the data: the Linux one stands in, and the finding says so.
+    new = replace(on_wsl, driver=DriverReading("nvml", None, "575.00"))
+    report = diagnose(new, [spec_targets()["cuda13.0"]])
+    assert "Linux ones stand in" in report.targets[0].findings[0].message
