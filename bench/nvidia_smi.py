@@ -16,14 +16,16 @@ Printed: one line per failing held-out case (every failing case with -v), then
 
 Measured (42 captures: 26 dev, 16 held out): before any rule of issue 33, hosts dev=0/26 heldout=0/16 (doctor
 named no host kind; verdicts alone 12/26, 9/16). After the GPU table, the host kind and the failure causes:
-hosts dev=17/26 heldout=8/16 (verdicts alone 21/26, 9/16). Then 8 labels (3 dev, 5 held out) were corrected by
-the manifest's own rule: a GPU the target's build has no kernels for (a Pascal or Volta board and the CUDA 13.0
-target, a K40c and every target) had been labelled driver-first, "needs a newer driver", though no driver makes
-it run; each keeps its first labels (`labels_as_first_written`) and the bench prints both scores. With the
-corrected labels and the device plugin's log read as a pod's: hosts dev=21/26 heldout=11/16 (verdicts alone
-24/26, 14/16); as first written dev=18/26 heldout=8/16. The held-out misses left: pastes that show no sign of
-the container around nvidia-smi's output (2), one capture holding two machines (a container's failure and the
-host's header), a CSV capture whose header doctor does not take for a GPU listing, and a bare failure line.
+hosts dev=17/26 heldout=8/16 (verdicts alone 21/26, 9/16). Then 9 labels (4 dev, 5 held out) were corrected
+by the manifest's own rules: a GPU the target's build has no kernels for (a Pascal or Volta board and the CUDA
+13.0 target, a K40c and every target) had been labelled driver-first, "needs a newer driver", though no driver
+makes it run; one Windows driver below the 12.x Windows floor had been judged by the Linux one (doctor now holds
+Windows and WSL2 drivers to NVIDIA's Windows numbers). Each keeps its first labels (`labels_as_first_written`)
+and the bench prints both scores. With the corrected labels and the device plugin's log read as a pod's: hosts
+dev=21/26 heldout=11/16 (verdicts alone 24/26, 14/16); as first written dev=17/26 heldout=8/16.
+The held-out misses left: pastes that show no sign of the container around nvidia-smi's output (2), one capture
+holding two machines (a container's failure and the host's header), a CSV capture whose header doctor does not
+take for a GPU listing, and a bare failure line.
 """
 
 from __future__ import annotations
