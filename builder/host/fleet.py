@@ -12,7 +12,6 @@ on machines without a GPU.
 from __future__ import annotations
 
 import itertools
-import json
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.errors import UsageError
-from builder.generated_files import write_new_file
+from builder.formats.host_file import HostFile, RecordedGpu, damaged_host_file, read_host_file, write_host_file
 from builder.host.doctor import (
     ARCH_NOT_IN_BUILD,
     MINOR_COMPAT,
@@ -33,9 +32,10 @@ from builder.host.doctor import (
     judge_targets,
 )
 from builder.host.gpuinfo import GpuInfo
+from builder.host.hostkind import HostProbe
 from builder.specs.compat import CompatData, load_compat, version_tuple
 from builder.specs.cuda import CudaVersion
-from builder.specs.fleet import HOST_FILE_VERSION, damaged_host_file, fleet_folder, read_host_file, recorded_gpu
+from builder.specs.fleet import fleet_folder, recorded_gpu
 from builder.specs.gpus import capability_of, sm_name
 from builder.specs.model import EnvSpec, Route
 from builder.specs.target import Target
@@ -69,42 +69,42 @@ class FleetHost:
 
 def host_record(facts: HostFacts, name: str | None = None) -> dict[str, Any]:
     """What `doctor --save` writes: doctor's host facts plus a name and the time they were read."""
-    return {"envbuild_host": HOST_FILE_VERSION, "name": name or socket.gethostname(),
-            "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"), **facts.as_dict()}
+    return {"name": name or socket.gethostname(), "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **facts.as_dict()}
 
 
 def save_host(facts: HostFacts, path: Path, name: str | None = None) -> None:
-    # Re-recording a machine after a driver update is the normal case, so an old file is replaced (whole).
-    write_new_file(path, json.dumps(host_record(facts, name), indent=2) + "\n", force=True)
+    write_host_file(path, host_record(facts, name))
 
 
 def load_host(path: Path) -> FleetHost:
-    data = read_host_file(path)
+    record = read_host_file(path)
     try:
-        facts = facts_from_record(data)
-    except (KeyError, TypeError, ValueError) as exc:
+        facts = facts_from_record(record)
+    except ValueError as exc:
         raise damaged_host_file(path, exc) from None
-    return FleetHost(name=str(data.get("name") or path.stem), gpus=facts.gpus, facts=facts)
+    return FleetHost(name=record.name or path.stem, gpus=facts.gpus, facts=facts)
 
 
-def facts_from_record(data: dict[str, Any]) -> HostFacts:
-    """The inverse of `HostFacts.as_dict()` for the parts verdicts read (driver, GPUs, engine, toolkit)."""
-    driver = data.get("driver") or {}
-    cuda = driver.get("cuda")
-    engine = data.get("engine") or {}
-    toolkit = data.get("container_toolkit") or {}
+def facts_from_record(record: HostFile) -> HostFacts:
+    """The inverse of `HostFacts.as_dict()` for the parts verdicts read (driver, GPUs, engine, toolkit, and the
+    host's own markers, so a saved WSL2 or container host is judged as one)."""
+    driver, engine = record.driver, record.engine
+    probe = record.probe
     return HostFacts(
-        os=str(data.get("os") or ""),
-        python=str(data.get("python") or ""),
-        engine=EngineFacts(address=str(engine.get("address") or ""), reachable=bool(engine.get("reachable")),
-                           version=engine.get("version"), api_version=engine.get("api_version"),
-                           runtimes=tuple(engine.get("runtimes") or ())),
-        container_toolkit=dict(toolkit.get("executables") or {}),
-        driver=DriverReading(source=driver.get("source"), cuda=_recorded_cuda(cuda) if cuda else None,
-                             driver_version=driver.get("version"), notes=list(driver.get("notes") or [])),
-        gpus=tuple(_gpu_from_record(gpu) for gpu in data.get("gpus") or ()),
-        cuda_visible_devices=data.get("cuda_visible_devices"),
-        cuda_device_order=data.get("cuda_device_order"),
+        os=record.os,
+        python=record.python,
+        engine=EngineFacts(address=engine.address, reachable=engine.reachable, version=engine.version,
+                           api_version=engine.api_version, runtimes=tuple(engine.runtimes)),
+        container_toolkit=dict(record.container_toolkit.executables),
+        driver=DriverReading(source=driver.source, cuda=_recorded_cuda(driver.cuda) if driver.cuda else None,
+                             driver_version=driver.version, notes=list(driver.notes)),
+        gpus=tuple(_gpu_from_record(gpu) for gpu in record.gpus),
+        cuda_visible_devices=record.cuda_visible_devices,
+        cuda_device_order=record.cuda_device_order,
+        probe=HostProbe(system=probe.system, machine=probe.machine, kernel_release=probe.kernel_release,
+                        container=probe.container, wsl=probe.wsl, proc_driver_version=probe.proc_driver_version,
+                        device_nodes=None if probe.device_nodes is None else tuple(probe.device_nodes)),
     )
 
 
@@ -117,12 +117,10 @@ def _recorded_cuda(text: str) -> tuple[int, int]:
     return cuda.major, cuda.minor
 
 
-def _gpu_from_record(gpu: dict[str, Any]) -> GpuInfo:
+def _gpu_from_record(gpu: RecordedGpu) -> GpuInfo:
     index, name, capability = recorded_gpu(gpu)
-    return GpuInfo(
-        index=index, name=name, uuid=gpu.get("uuid"), bus_id=gpu.get("bus_id"), capability=capability,
-        memory_free=gpu.get("memory_free"), memory_total=gpu.get("memory_total"), utilization=gpu.get("utilization"),
-    )
+    return GpuInfo(index=index, name=name, uuid=gpu.uuid, bus_id=gpu.bus_id, capability=capability,
+                   memory_free=gpu.memory_free, memory_total=gpu.memory_total, utilization=gpu.utilization)
 
 
 def host_paths(paths: tuple[Path, ...] | list[Path]) -> list[Path]:

@@ -6,17 +6,11 @@ spec; builder.host.fleet reads the rest of a host file (driver, engine) to judge
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from builder.errors import UsageError
-from builder.safe_io.reading import read_bounded
+from builder.formats.host_file import RecordedGpu, damaged_host_file, read_host_file
 from builder.specs.gpus import capability_of, capability_of_model, parse_capability
 from builder.specs.model import EnvSpec
-
-HOST_FILE_VERSION = 1
-MAX_HOST_FILE_BYTES = 4 * 1024 * 1024  # doctor --save writes a few kB, even for a host with many GPUs
 
 
 def fleet_folder(spec: EnvSpec) -> Path:
@@ -24,37 +18,18 @@ def fleet_folder(spec: EnvSpec) -> Path:
     return spec.source.parent if spec.source else Path.cwd()
 
 
-def read_host_file(path: Path) -> dict[str, Any]:
-    """What `envbuild doctor --save` wrote on a machine, or one UsageError line saying why it is not that."""
-    try:
-        data = json.loads(read_bounded(path, MAX_HOST_FILE_BYTES, "host file"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UsageError(f"{path}: not a host file (not JSON); write one with "
-                         f"`envbuild doctor --save {path}`") from None
-    if not isinstance(data, dict) or data.get("envbuild_host") != HOST_FILE_VERSION:
-        raise UsageError(f"{path}: not an envbuild host file (version {HOST_FILE_VERSION}); "
-                         f"write one with `envbuild doctor --save {path.name}` on that machine")
-    return data
-
-
-def damaged_host_file(path: Path, exc: Exception) -> UsageError:
-    return UsageError(f"{path}: the host file is damaged ({type(exc).__name__}: {exc})")
-
-
-def recorded_gpu(gpu: dict[str, Any]) -> tuple[int, str, tuple[int, int] | None]:
-    """Index, name and compute capability of a GPU in a host file; KeyError, TypeError or ValueError when the
-    record is damaged."""
-    capability = gpu.get("capability")
-    name = str(gpu.get("name") or "")
+def recorded_gpu(gpu: RecordedGpu) -> tuple[int, str, tuple[int, int] | None]:
+    """Index, name and compute capability of a GPU in a host file; ValueError when its capability is damaged."""
     # nvidia-smi's table shows no capability; the model name often tells it
-    return int(gpu["index"]), name, parse_capability(capability) if capability else capability_of_model(name)
+    capability = parse_capability(gpu.capability) if gpu.capability else capability_of_model(gpu.name)
+    return gpu.index, gpu.name, capability
 
 
 def _host_file_capabilities(path: Path) -> list[tuple[int, int]]:
-    data = read_host_file(path)
+    record = read_host_file(path)
     try:
-        gpus = [recorded_gpu(gpu) for gpu in data.get("gpus") or ()]
-    except (KeyError, TypeError, ValueError) as exc:
+        gpus = [recorded_gpu(gpu) for gpu in record.gpus]
+    except ValueError as exc:
         raise damaged_host_file(path, exc) from None
     return [capability for _, _, capability in gpus if capability is not None]
 

@@ -12,11 +12,13 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from builder.errors import UsageError
+from builder.formats.host_file import HostFile, read_host_file
 from builder.host.doctor import (
     ARCH_NOT_IN_BUILD,
     MINOR_COMPAT,
@@ -35,6 +37,7 @@ from builder.host.fleet import (
     save_host,
     spec_hosts,
 )
+from builder.host.hostkind import HostProbe
 from builder.lint.rules import lint_spec
 from builder.specs.fleet import lowest_capability
 from builder.specs.gpus import capability_of, parse_capability
@@ -245,6 +248,21 @@ def test_bad_host_files_are_one_line(tmp_path: Path, text: str, error: str) -> N
     path.write_text(text)
     with pytest.raises(UsageError, match=re.escape(error)):
         load_host(path)
+
+
+def test_a_saved_host_keeps_its_kind_and_reads_back_as_written(tmp_path: Path) -> None:
+    # A WSL2 machine's markers travel in the file, so the fleet judges it by the Windows driver's numbers.
+    facts = load_host(HOSTS / "ampere-rtx3090.json").facts
+    assert facts is not None
+    wsl = replace(facts, probe=HostProbe(system="Linux", kernel_release="5.15.167.4-microsoft-standard-WSL2",
+                                         wsl="kernel 5.15.167.4-microsoft-standard-WSL2"))
+    save_host(wsl, tmp_path / "laptop.json", name="laptop")
+    loaded = load_host(tmp_path / "laptop.json")
+    assert loaded.facts is not None and loaded.facts.kind.name == "wsl"
+    record = read_host_file(tmp_path / "laptop.json")
+    assert isinstance(record, HostFile) and record.name == "laptop" and record.probe.wsl == wsl.probe.wsl
+    # What doctor writes beyond the model (processes, the kind's words) is kept, not dropped.
+    assert "processes" in json.loads((tmp_path / "laptop.json").read_text())
 
 
 def test_an_empty_host_folder_is_refused(tmp_path: Path) -> None:
