@@ -63,12 +63,22 @@ def acquire_lock(path: Path, timeout: float, waiting: Callable[[], None],
             raise
         try:
             if os.stat(path).st_ino == os.fstat(handle).st_ino:
-                os.ftruncate(handle, 0)
-                os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)  # who holds it, for a waiter's message
+                _write_holder(path, handle)
                 return handle
         except FileNotFoundError:
             pass
         os.close(handle)
+
+
+def _write_holder(path: Path, handle: int) -> None:
+    """The holder's PID, for a waiter's message. Writing it is the first write of a run into the folder: on a
+    full disk it fails, and the file made for the lock goes again before the error is raised."""
+    try:
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        release_lock(path, handle)
+        raise
 
 
 def _holder_pid(handle: int) -> int | None:

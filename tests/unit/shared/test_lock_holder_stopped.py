@@ -58,3 +58,24 @@ def test_a_running_holder_is_waited_for_until_the_timeout(tmp_path: Path) -> Non
         child.wait()
     handle = acquire_lock(path, 5, lambda: None, lambda: RuntimeError("still held"))  # the lock ends with its holder
     release_lock(path, handle)
+
+
+FULL_DISK_TAKER = """
+import resource, signal, sys
+from pathlib import Path
+from builder.safe_io.locks import acquire_lock
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as ENOSPC on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+try:
+    acquire_lock(Path(sys.argv[1]), 5, lambda: None, lambda: RuntimeError("timeout"))
+except OSError as exc:
+    print("refused", exc.errno, flush=True)
+"""
+
+
+def test_a_lock_that_cannot_write_its_holder_leaves_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "guard.lock"
+    done = subprocess.run([sys.executable, "-c", FULL_DISK_TAKER, str(path)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.stdout.startswith("refused"), done.stderr
+    assert list(tmp_path.iterdir()) == []
