@@ -20,7 +20,7 @@ import yaml
 from builder.teams.onboard import EnvMarker, docker_run_line
 from tests.envbuild_cli import envbuild
 from tests.paths import REPO
-from tests.world.offline import BUILDER_BASE, RUNTIME_BASE
+from tests.world.offline import BUILDER_BASE, NO_CPU_TORCHVISION, RUNTIME_BASE
 from tests.world.offline import CHANNEL as WORLD_CHANNEL
 
 SPEC = REPO / "envs" / "pytorch.yaml"
@@ -36,6 +36,8 @@ def world_spec(folder: Path, *extra_conda: str) -> Path:
     data = yaml.safe_load(SPEC.read_text())
     data["name"] = f"onboard-{uuid.uuid4().hex[:8]}"
     data["conda"] = [*data.get("conda", []), *extra_conda]
+    for key in NO_CPU_TORCHVISION:
+        data.pop(key, None)
     spec = folder / f"{data['name']}.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     return spec

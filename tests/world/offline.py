@@ -51,12 +51,21 @@ def cuda_torch_build_fits() -> tuple[bool, str]:
                    f"about {CUDA_TORCH_BUILD_BYTES / 1e9:.0f} GB at its peak")
 
 
-def unique_spec_copy(folder: Path, prefix: str, source: Path = REPO / "envs" / "pytorch.yaml") -> Path:
+# The world's CPU torch has no torchvision that imports with it (FIELD-NOTES: only the CUDA 13.0 pair does),
+# and the smoke suite fails a pinned torchvision that is missing (tests/system/test_smoke_container.py). A test
+# of something else that needs a passing CPU env takes the spec without the pin.
+NO_CPU_TORCHVISION = ("torchvision",)
+
+
+def unique_spec_copy(folder: Path, prefix: str, source: Path = REPO / "envs" / "pytorch.yaml",
+                     drop: tuple[str, ...] = ()) -> Path:
     """A spec (envs/pytorch.yaml by default) under a unique env name, so its tags never touch
-    anyone else's images."""
+    anyone else's images; `drop`: top-level keys left out (see NO_CPU_TORCHVISION)."""
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     data = yaml.safe_load(source.read_text())
     data["name"] = name
+    for key in drop:
+        data.pop(key, None)
     spec = folder / f"{name}.yaml"
     spec.write_text(yaml.safe_dump(data, sort_keys=False))
     return spec
