@@ -457,21 +457,30 @@ def _judge_with_gpus(facts: HostFacts, target: Target, targets: list[Target],
 
 def _judge(facts: HostFacts, target: Target, targets: list[Target],
            drivers: dict[str, tuple[str, HostCheck]], compat: CompatData) -> TargetVerdict:
-    def verdict(word: str, *findings: HostCheck) -> TargetVerdict:
-        return TargetVerdict(target.key, target.torch, target.cuda, target.route.value, word, tuple(findings))
-
     if target.cuda is None:
-        return verdict(RUNS, HostCheck(OK, "build", "CPU build: needs no GPU or driver"))
+        return _verdict(target, RUNS, HostCheck(OK, "build", "CPU build: needs no GPU or driver"))
     before = _before_the_driver(facts, target, targets, compat)
     if before is not None:
         return before
     driver_word, driver_finding = drivers[target.key]
     if driver_word == NEEDS_NEWER_DRIVER:
-        alternatives = _runnable_alternatives(target, drivers)
-        if alternatives:
-            driver_finding = HostCheck(driver_finding.level, driver_finding.subject, driver_finding.message,
-                                     f"{driver_finding.fix}, or use target {alternatives}")
+        driver_finding = _with_alternatives(driver_finding, _runnable_alternatives(target, drivers))
     archs = arch_findings(facts.gpus, target, targets, drivers, driver_word, compat, facts.driver)
+    return _combined(target, driver_word, driver_finding, archs)
+
+
+def _verdict(target: Target, word: str, *findings: HostCheck) -> TargetVerdict:
+    return TargetVerdict(target.key, target.torch, target.cuda, target.route.value, word, tuple(findings))
+
+
+def _with_alternatives(finding: HostCheck, alternatives: str) -> HostCheck:
+    if not alternatives:
+        return finding
+    return HostCheck(finding.level, finding.subject, finding.message, f"{finding.fix}, or use target {alternatives}")
+
+
+def _combined(target: Target, driver_word: str, driver_finding: HostCheck, archs: list[HostCheck]) -> TargetVerdict:
+    """The driver's verdict and the GPUs' architecture findings as one verdict."""
     arch_missing = any(f.level == FAIL for f in archs)
     if driver_word == NEEDS_NEWER_DRIVER and arch_missing:
         # A newer driver cannot add kernels the build lacks (a Pascal/Volta GPU and a CUDA 13 build):
@@ -479,15 +488,16 @@ def _judge(facts: HostFacts, target: Target, targets: list[Target],
         driver_finding = HostCheck(INFO, driver_finding.subject,
                                    f"{driver_finding.message}; a newer driver would not help, the build has no "
                                    "kernels for this GPU")
-        return verdict(ARCH_NOT_IN_BUILD, driver_finding, *archs)
-    findings = (driver_finding, *archs)
+        return _verdict(target, ARCH_NOT_IN_BUILD, driver_finding, *archs)
     if driver_word == NEEDS_NEWER_DRIVER:
-        return verdict(NEEDS_NEWER_DRIVER, *findings)
-    if arch_missing:
-        return verdict(ARCH_NOT_IN_BUILD, *findings)
-    if any(f.level == UNDECIDED for f in archs):
-        return verdict(UNKNOWN, *findings)  # never "runs" for a GPU whose kernels nobody checked
-    return verdict(driver_word, *findings)
+        word = NEEDS_NEWER_DRIVER
+    elif arch_missing:
+        word = ARCH_NOT_IN_BUILD
+    elif any(f.level == UNDECIDED for f in archs):
+        word = UNKNOWN  # never "runs" for a GPU whose kernels nobody checked
+    else:
+        word = driver_word
+    return _verdict(target, word, driver_finding, *archs)
 
 
 def _no_gpu_listed(target: Target) -> HostCheck:
