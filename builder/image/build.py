@@ -145,22 +145,8 @@ class BuildLog:
         if "stream" in chunk:
             # The engine wraps a step's stderr in colour codes (red): strip them before reading it.
             for line in ANSI.sub("", chunk["stream"]).splitlines():
-                if not line.strip():
-                    continue
-                self.tail.append(line)
-                step = STEP.match(line)
-                if step:
-                    self.step = line
-                    self.step_number = int(step.group(1))
-                    self.errors.clear()
-                said = INSTALLER_ERROR.match(line.strip())
-                if said or "no space left on device" in line.lower():
-                    self.errors.append(" ".join((said.group(1) if said else line).split())[:300])
-                running = RUNNING_IN.match(line)
-                if running:
-                    self.containers.append(running.group(1))
-                self._step_image(line)
-                self.echo(line)
+                if line.strip():
+                    self._line(line)
         if "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
             self.image_id = chunk["aux"]["ID"]
         if "error" in chunk:
@@ -169,6 +155,23 @@ class BuildLog:
             # A full disk is often said only here, by the engine committing a step's layer.
             if "no space left on device" in self.error.lower():
                 self.errors.append(" ".join(self.error.split())[:300])
+
+    def _line(self, line: str) -> None:
+        """One line of the build's log: its step, what the installer said, the containers and images it made."""
+        self.tail.append(line)
+        step = STEP.match(line)
+        if step:
+            self.step = line
+            self.step_number = int(step.group(1))
+            self.errors.clear()
+        said = INSTALLER_ERROR.match(line.strip())
+        if said or "no space left on device" in line.lower():
+            self.errors.append(" ".join((said.group(1) if said else line).split())[:300])
+        running = RUNNING_IN.match(line)
+        if running:
+            self.containers.append(running.group(1))
+        self._step_image(line)
+        self.echo(line)
 
 
 # A failed step's own words, lifted out of the log, and what to do about them. Checked in order.
@@ -414,22 +417,11 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
             client.api.tag(result.image_id, remote, name)
             made.append(f"{remote}:{name}")
             for chunk in client.api.push(remote, tag=name, stream=True, decode=True):
-                if "error" in chunk:
-                    raise EnvbuildError(f"push of {remote}:{name} failed: {' '.join(str(chunk['error']).split())}; "
-                                        "check that the registry is reachable and you are logged in (`docker login`)")
-                status, layer = chunk.get("status") or "", chunk.get("id")
-                if status and layer is None:
-                    echo(status)
-                elif layer and layer not in outcome and (status == _SENT or status.startswith(_REUSED)):
-                    outcome[layer] = "sent" if status == _SENT else "reused"
+                _read_push_chunk(chunk, f"{remote}:{name}", outcome, echo)
                 by_digest = by_digest or _pushed_digest(remote, chunk)
             pushed.append(f"{remote}:{name}")
     except BaseException as exc:
-        for reference in made:
-            try:
-                client.api.remove_image(reference, noprune=True)
-            except engine_failures():
-                continue  # the engine is gone: nothing more to undo from here
+        _untag(client, made)
         if isinstance(exc, Exception):
             raise engine_error(exc, f"push to {registry}") from None
         raise
@@ -439,6 +431,26 @@ def push_image(result: ImageResult, registry: str, echo: Callable[[str], None] =
     echo(f"pushed {_mb(result.push_sent_bytes)} MB of layers; "
          f"the registry already had {_mb(result.push_reused_bytes)} MB")
     return Pushed(pushed, by_digest)
+
+
+def _read_push_chunk(chunk: dict, reference: str, outcome: dict[str, str], echo: Callable[[str], None]) -> None:
+    """One record of the engine's push stream: an error, a status line, or a layer sent or already there."""
+    if "error" in chunk:
+        raise EnvbuildError(f"push of {reference} failed: {' '.join(str(chunk['error']).split())}; "
+                            "check that the registry is reachable and you are logged in (`docker login`)")
+    status, layer = chunk.get("status") or "", chunk.get("id")
+    if status and layer is None:
+        echo(status)
+    elif layer and layer not in outcome and (status == _SENT or status.startswith(_REUSED)):
+        outcome[layer] = "sent" if status == _SENT else "reused"
+
+
+def _untag(client, references: list[str]) -> None:
+    for reference in references:
+        try:
+            client.api.remove_image(reference, noprune=True)
+        except engine_failures():
+            continue  # the engine is gone: nothing more to undo from here
 
 
 def _pushed_digest(remote: str, chunk: dict) -> str | None:

@@ -33,6 +33,7 @@ from smoke.report import SmokeReport
 
 if TYPE_CHECKING:  # the decision and its data load only when a run asks for GPUs
     from builder.gpu_access import GpuAccess
+    from builder.host.gpuinfo import GpuInfo
 
 REPORT_DIR = "/tmp/envbuild-smoke"
 SMOKE_RUN = "smoke"  # the io.envbuild.run label of the suite's containers
@@ -105,10 +106,7 @@ def parse_gpus(value: str | None) -> GpuRequest:
     if value == "all":
         return GpuRequest(-1)
     if value.startswith("device="):
-        ids = tuple(entry.strip() for entry in value[7:].split(","))
-        if not all(DEVICE_ID.match(entry) for entry in ids):
-            raise UsageError(f"--gpus {value!r}: list GPUs by index or UUID, e.g. device=0,1 or device=GPU-<uuid>")
-        return GpuRequest(None, ids)
+        return _device_request(value)
     count_text = value[5:] if value.startswith("auto:") else value
     if not count_text.isdigit():
         raise UsageError(f"--gpus {value!r}: use all, a count (1, 2, ...), device=ID[,ID...], or auto:N")
@@ -119,14 +117,26 @@ def parse_gpus(value: str | None) -> GpuRequest:
 
     ranked = gpus_by_free_memory()
     if value.startswith("auto:"):
-        if len(ranked) < wanted:
-            raise UsageError(f"--gpus {value}: this host shows {len(ranked)} GPU(s) through NVML; "
-                             f"ask for at most {len(ranked)}" if ranked else
-                             f"--gpus {value}: NVML shows no GPU on this host; use --gpus all or a count")
-        return GpuRequest(None, tuple(gpu.uuid or str(gpu.index) for gpu in ranked[:wanted]))
+        return _most_free(value, wanted, ranked)
     if ranked and wanted > len(ranked):
         raise UsageError(f"--gpus {value}: this host has {len(ranked)} GPU(s); ask for at most {len(ranked)}, or all")
     return GpuRequest(wanted)
+
+
+def _device_request(value: str) -> GpuRequest:
+    ids = tuple(entry.strip() for entry in value[7:].split(","))
+    if not all(DEVICE_ID.match(entry) for entry in ids):
+        raise UsageError(f"--gpus {value!r}: list GPUs by index or UUID, e.g. device=0,1 or device=GPU-<uuid>")
+    return GpuRequest(None, ids)
+
+
+def _most_free(value: str, wanted: int, ranked: list[GpuInfo]) -> GpuRequest:
+    """`auto:N`: the N GPUs with the most free memory, by UUID (an index can change between boots)."""
+    if len(ranked) < wanted:
+        raise UsageError(f"--gpus {value}: this host shows {len(ranked)} GPU(s) through NVML; "
+                         f"ask for at most {len(ranked)}" if ranked else
+                         f"--gpus {value}: NVML shows no GPU on this host; use --gpus all or a count")
+    return GpuRequest(None, tuple(gpu.uuid or str(gpu.index) for gpu in ranked[:wanted]))
 
 
 def check_gpu_request(container: ContainerOptions, require_gpus: int) -> None:
