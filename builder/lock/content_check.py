@@ -79,26 +79,29 @@ def _pip_problem(requirement: Requirement, package: LockedPackage) -> str | None
 
 
 def version_problems(lock: CondaLock, inputs: LockInputs) -> list[str]:
-    problems: list[str] = []
+    return _conda_version_problems(lock, inputs) + _pip_version_problems(lock, inputs)
+
+
+def _conda_version_problems(lock: CondaLock, inputs: LockInputs) -> list[str]:
     conda = [p for p in lock.package if p.manager == "conda"]
+    problems = []
     for spec, applies in _conda_specs(inputs):
         name = spec.name.normalized if spec.name is not None else None
-        for package in conda:
-            if package.name == name and package.platform in applies:
-                problem = _conda_problem(spec, package)
-                if problem:
-                    problems.append(problem)
+        found = (_conda_problem(spec, p) for p in conda if p.name == name and p.platform in applies)
+        problems += [problem for problem in found if problem]
+    return problems
+
+
+def _pip_version_problems(lock: CondaLock, inputs: LockInputs) -> list[str]:
     pip = [p for p in lock.package if p.manager == "pip"]
+    problems = []
     for line in (inputs.pip_part.requirements if inputs.pip_part else ()):
         try:
             requirement = Requirement(line)
         except InvalidRequirement:
             continue  # the spec reader refuses these; nothing to compare against
-        for package in pip:
-            if _name(package.name) == _name(requirement.name):
-                problem = _pip_problem(requirement, package)
-                if problem:
-                    problems.append(problem)
+        found = (_pip_problem(requirement, p) for p in pip if _name(p.name) == _name(requirement.name))
+        problems += [problem for problem in found if problem]
     return problems
 
 
