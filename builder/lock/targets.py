@@ -479,26 +479,12 @@ def lock_targets(
         scratch = Path(tempfile.mkdtemp(prefix=owned_name(SCRATCH_PREFIX)))
         try:
             for target, inputs in zip(targets, all_inputs, strict=True):
-                folder = default_lock_dir(target, lock_root)
-                try:
-                    info = None if force or update else fresh_info(inputs, folder)
-                except EnvbuildError as exc:  # a corrupted lockfile fails its target, not the others
-                    results[target.key] = LockResult(target.key, "failed", folder / LOCK_FILE, message=exc.message)
-                    continue
-                if info is not None:
-                    results[target.key] = LockResult(target.key, "unchanged", folder / LOCK_FILE,
-                                                     input_hash=inputs.input_hash,
-                                                     torch_builds=info.torch_builds,
-                                                     package_counts=info.package_counts)
-                    continue
-                unreachable = probe_sources(target)
-                if unreachable:
-                    results[target.key] = LockResult(target.key, "failed", folder / LOCK_FILE, message=unreachable)
-                    continue
-                reasons = _relock_reasons(inputs, folder, force, update)
-                job = Job(inputs, folder, solver_path, tuple(update), scratch / target.key, tuple(reasons))
-                _prepare(job, folder / LOCK_FILE)
-                jobs.append(job)
+                planned = _plan(target, inputs, default_lock_dir(target, lock_root), force=force, update=update,
+                                solver_path=solver_path, scratch=scratch)
+                if isinstance(planned, LockResult):
+                    results[target.key] = planned
+                else:
+                    jobs.append(planned)
             # A target's process waits on its solver calls much of the time: twice the cores keeps
             # them busy (3 targets on 2 cores: 2.4 s with 3 processes, 2.8 s with 2).
             workers = parallel or min(len(jobs), 2 * (os.cpu_count() or 1)) or 1
@@ -509,6 +495,26 @@ def lock_targets(
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return [results[t.key] for t in targets]
+
+
+def _plan(target: Target, inputs: LockInputs, folder: Path, *, force: bool, update: Sequence[str],
+          solver_path: Path, scratch: Path) -> LockResult | Job:
+    """What this run does for one target: nothing (its lock is fresh), fail it alone (a corrupted lock, an
+    unreachable source), or a solve job."""
+    try:
+        info = None if force or update else fresh_info(inputs, folder)
+    except EnvbuildError as exc:  # a corrupted lockfile fails its target, not the others
+        return LockResult(target.key, "failed", folder / LOCK_FILE, message=exc.message)
+    if info is not None:
+        return LockResult(target.key, "unchanged", folder / LOCK_FILE, input_hash=inputs.input_hash,
+                          torch_builds=info.torch_builds, package_counts=info.package_counts)
+    unreachable = probe_sources(target)
+    if unreachable:
+        return LockResult(target.key, "failed", folder / LOCK_FILE, message=unreachable)
+    reasons = _relock_reasons(inputs, folder, force, update)
+    job = Job(inputs, folder, solver_path, tuple(update), scratch / target.key, tuple(reasons))
+    _prepare(job, folder / LOCK_FILE)
+    return job
 
 
 def _all_unchanged(targets: Sequence[Target], lock_root: Path | None, solver: str | None) -> list[LockResult] | None:
