@@ -95,7 +95,6 @@ def _lock_both_parts(job: Job) -> int:
     An `--update` of pip names only keeps the conda part as locked; an update leaves every pip
     package it does not name at its locked version. Each state of the lockfile is parsed once and the
     finished lock written once: the pip part is merged into conda-lock's model in memory."""
-    from conda_lock.conda_lock import main as conda_lock_cli
     from conda_lock.lockfile import parse_conda_lock_file
 
     lock_path = job.work / LOCK_FILE
@@ -109,15 +108,9 @@ def _lock_both_parts(job: Job) -> int:
         if conda_update:  # conda-lock updates the conda part alone; the pip part is added after it
             _write_lock(without_pip_entries(previous), lock_path)
     if conda_update or not job.update:
-        try:
-            conda_lock_cli.main(args=conda_lock_args(job.work, job.inputs, job.solver, conda_update),
-                                standalone_mode=False)
-        except SystemExit as exc:
-            if exc.code:
-                return int(exc.code)
-        except BaseException as exc:  # noqa: BLE001 - conda-lock's own errors: the log keeps the explanation
-            print(f"envbuild: conda-lock failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 1
+        failed = _conda_part(job, conda_update)
+        if failed:
+            return failed
     if part is None:
         return 0
     try:
@@ -126,6 +119,21 @@ def _lock_both_parts(job: Job) -> int:
         print(f"envbuild: {exc.message}", file=sys.stderr)
         return 1
     _write_lock(solved, lock_path)
+    return 0
+
+
+def _conda_part(job: Job, conda_update: tuple[str, ...]) -> int:
+    """conda-lock's solve of the conda part; its exit code (0: solved)."""
+    from conda_lock.conda_lock import main as conda_lock_cli
+
+    try:
+        conda_lock_cli.main(args=conda_lock_args(job.work, job.inputs, job.solver, conda_update),
+                            standalone_mode=False)
+    except SystemExit as exc:
+        return int(exc.code) if exc.code else 0
+    except BaseException as exc:  # noqa: BLE001 - conda-lock's own errors: the log keeps the explanation
+        print(f"envbuild: conda-lock failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
