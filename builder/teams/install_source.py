@@ -66,6 +66,11 @@ def checked_install_from(value: str) -> InstallSource:
         return InstallSource(_hashed_archive_url(text), "given")
     if text.startswith(("./", "../")) or text.endswith((".whl", ".tar.gz", ".zip")):
         return InstallSource(_repository_path(text), "given")
+    return _pinned_requirement(value, text)
+
+
+def _pinned_requirement(value: str, text: str) -> InstallSource:
+    """`envbuild==X.Y.Z` or `envbuild @ URL`: one version, or a URL pinned like the forms above."""
     try:
         requirement = Requirement(text)
     except InvalidRequirement:
