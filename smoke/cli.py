@@ -67,26 +67,11 @@ def parse_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--require-gpus must be 0 or more")
     if args.timeout_per_check <= 0:
         parser.error("--timeout-per-check must be more than 0 seconds")
-    expectation = None
-    if args.expect_cuda:
-        try:
-            expectation = CudaExpectation.parse(args.expect_cuda)
-        except ValueError as exc:
-            parser.error(str(exc))
-    archs = None
-    if args.expect_archs:
-        archs = tuple(a for a in re.split(r"[\s,;]+", args.expect_archs) if a)
-        bad = [a for a in archs if not re.fullmatch(r"(sm|compute)_\d{2,3}[af]?", a)]
-        if bad:
-            parser.error(f"--expect-archs {bad[0]!r}: write entries like sm_86 or compute_90")
-    expected: list[tuple[str, str]] = []
-    for entry in args.expect_packages.split():
-        name, sep, version = entry.partition("=")
-        if not sep or not name or not version:
-            parser.error(f"--expect-packages {entry!r}: write NAME=VERSION, e.g. torchvision=0.29.1")
-        expected.append((name.lower(), version))
+    expectation = _cuda_expectation(parser, args.expect_cuda)
+    archs = _expected_archs(parser, args.expect_archs)
+    expected = _expected_packages(parser, args.expect_packages)
     return Settings(
-        expect_packages=tuple(expected),
+        expect_packages=expected,
         expect_torch=args.expect_torch,
         expect_cuda=expectation,
         expect_archs=archs,
@@ -94,6 +79,35 @@ def parse_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         timeout_per_check=args.timeout_per_check,
         require_compile=args.require_compile,
     )
+
+
+def _cuda_expectation(parser: argparse.ArgumentParser, text: str | None) -> CudaExpectation | None:
+    if not text:
+        return None
+    try:
+        return CudaExpectation.parse(text)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def _expected_archs(parser: argparse.ArgumentParser, text: str | None) -> tuple[str, ...] | None:
+    if not text:
+        return None
+    archs = tuple(a for a in re.split(r"[\s,;]+", text) if a)
+    bad = [a for a in archs if not re.fullmatch(r"(sm|compute)_\d{2,3}[af]?", a)]
+    if bad:
+        parser.error(f"--expect-archs {bad[0]!r}: write entries like sm_86 or compute_90")
+    return archs
+
+
+def _expected_packages(parser: argparse.ArgumentParser, text: str) -> tuple[tuple[str, str], ...]:
+    expected = []
+    for entry in text.split():
+        name, sep, version = entry.partition("=")
+        if not sep or not name or not version:
+            parser.error(f"--expect-packages {entry!r}: write NAME=VERSION, e.g. torchvision=0.29.1")
+        expected.append((name.lower(), version))
+    return tuple(expected)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
