@@ -21,6 +21,7 @@ from smoke.nvsmi import (
     GPU_QUERY_FIELDS,
     SmiGpu,
     SmiProcess,
+    SmiReading,
     decode_output,
     gpus_from_query,
     parse_nvidia_smi,
@@ -122,21 +123,14 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
     returncode, text = answer
     parsed = parse_nvidia_smi(text)
     if returncode != 0 or parsed.failure:
-        why = FAILURE_MEANING.get(parsed.failure or "", "")
-        notes.append(f"nvidia-smi: exit {returncode}: {' '.join(text.split())[:200]}" + (f" ({why})" if why else ""))
-        if not parsed.failure:
-            return None
-        return DriverReading(None, None, None, notes, smi_failure=parsed.failure, smi_signs=parsed.signs, smi_ran=True)
+        return _failed(returncode, text, parsed, notes)
     if parsed.cuda_version is None:
         notes.append("nvidia-smi: no CUDA version in its header")
-    gpus = parsed.gpus
     rows = _query(executable, "gpu", GPU_QUERY_FIELDS, notes)
     if rows is None:  # compute_cap came with driver 510; ask older drivers without it
         rows = _query(executable, "gpu", GPU_QUERY_FIELDS[:-1], notes)
     queried = gpus_from_query(rows or [])
-    if queried:
-        gpus = _filled_in(queried, parsed.gpus)
-    gpus, signs = _with_q(executable, gpus, parsed.signs)
+    gpus, signs = _with_q(executable, _filled_in(queried, parsed.gpus) if queried else parsed.gpus, parsed.signs)
     driver_version = parsed.driver_version or next((r["driver_version"] for r in rows or [] if r.get("driver_version")),
                                                    None)
     apps = _query(executable, "compute-apps", APPS_QUERY_FIELDS, notes)
@@ -149,6 +143,15 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
     return DriverReading("nvidia-smi", parsed.cuda_version, driver_version, notes, gpus, processes,
                          smi_version=parsed.smi_version, smi_signs=signs, smi_mig_devices=parsed.mig_devices,
                          smi_ran=True)
+
+
+def _failed(returncode: int, text: str, parsed: SmiReading, notes: list[str]) -> DriverReading | None:
+    """nvidia-smi said why it could not answer (a reading with that cause), or failed without saying (None)."""
+    why = FAILURE_MEANING.get(parsed.failure or "", "")
+    notes.append(f"nvidia-smi: exit {returncode}: {' '.join(text.split())[:200]}" + (f" ({why})" if why else ""))
+    if not parsed.failure:
+        return None
+    return DriverReading(None, None, None, notes, smi_failure=parsed.failure, smi_signs=parsed.signs, smi_ran=True)
 
 
 def _with_q(executable: str, gpus: list[SmiGpu], signs: tuple[str, ...]) -> tuple[list[SmiGpu], tuple[str, ...]]:
