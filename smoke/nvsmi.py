@@ -299,22 +299,27 @@ def _parse_q_gpus(lines: list[str]) -> list[SmiGpu]:
         named = _Q_FIELD.match(line)
         if named:
             current[_Q_KEYS[named.group(1)]] = named.group(2)
-        stripped = line.strip()
         in_mig = _q_mig_mode(line, in_mig, current)
-        if stripped.endswith("Memory Usage"):
-            in_fb = stripped.startswith("FB")
-            continue
-        if in_fb:
-            total, used = _Q_FB_TOTAL.match(line), _Q_FB_USED.match(line)
-            if total:
-                current["total"] = int(total.group(1))
-            elif used:
-                current["used"] = int(used.group(1))
+        in_fb = _q_frame_buffer(line, in_fb, current)
     return [SmiGpu(index=index, name=str(gpu.get("name") or ""), bus_id=str(gpu["bus"]),
                    memory_used_mib=gpu.get("used"), memory_total_mib=gpu.get("total"),  # type: ignore[arg-type]
                    uuid=gpu.get("uuid"), architecture=gpu.get("architecture"),  # type: ignore[arg-type]
                    mig_mode=gpu.get("mig"))  # type: ignore[arg-type]
             for index, gpu in enumerate(found) if gpu.get("name")]
+
+
+def _q_frame_buffer(line: str, in_fb: bool, current: dict[str, object]) -> bool:
+    """Whether the next line is inside `FB Memory Usage` (not BAR1's); its Total and Used kept, in MiB."""
+    stripped = line.strip()
+    if stripped.endswith("Memory Usage"):
+        return stripped.startswith("FB")
+    if in_fb:
+        total, used = _Q_FB_TOTAL.match(line), _Q_FB_USED.match(line)
+        if total:
+            current["total"] = int(total.group(1))
+        elif used:
+            current["used"] = int(used.group(1))
+    return in_fb
 
 
 def _q_mig_mode(line: str, in_mig: bool, current: dict[str, object]) -> bool:
