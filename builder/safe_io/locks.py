@@ -34,9 +34,7 @@ def acquire_lock(path: Path, timeout: float, waiting: Callable[[], None],
     lock file stays behind."""
     import fcntl  # POSIX only: imported where the lock is taken, so importing this module works on Windows
 
-    deadline = time.monotonic() + timeout
-    said = False
-    stopped_since: float | None = None
+    wait = _Wait(path, time.monotonic() + timeout, waiting, timed_out)
     while True:
         handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -44,19 +42,7 @@ def acquire_lock(path: Path, timeout: float, waiting: Callable[[], None],
         except BlockingIOError:
             holder = _holder_pid(handle)
             os.close(handle)
-            if not said:
-                waiting()
-                said = True
-            if holder is not None and _is_stopped(holder):
-                stopped_since = stopped_since if stopped_since is not None else time.monotonic()
-                if time.monotonic() - stopped_since >= STOPPED_GRACE_S:
-                    raise EnvbuildError(f"{path}: the process holding this lock (PID {holder}) is stopped (Ctrl-Z?); "
-                                        f"resume it (`kill -CONT {holder}`) or end it, then try again") from None
-            else:
-                stopped_since = None
-            if time.monotonic() > deadline:
-                raise timed_out() from None
-            time.sleep(0.1)
+            wait.another_turn(holder)
             continue
         except BaseException:
             os.close(handle)
@@ -68,6 +54,32 @@ def acquire_lock(path: Path, timeout: float, waiting: Callable[[], None],
         except FileNotFoundError:
             pass
         os.close(handle)
+
+
+class _Wait:
+    """A waiter's state between tries: said once that it waits, since when the holder is stopped, the deadline."""
+
+    def __init__(self, path: Path, deadline: float, waiting: Callable[[], None],
+                 timed_out: Callable[[], Exception]) -> None:
+        self.path, self.deadline, self.waiting, self.timed_out = path, deadline, waiting, timed_out
+        self.said = False
+        self.stopped_since: float | None = None
+
+    def another_turn(self, holder: int | None) -> None:
+        """Sleep before the next try, or raise: the holder stayed stopped, or the time is up."""
+        if not self.said:
+            self.waiting()
+            self.said = True
+        if holder is not None and _is_stopped(holder):
+            self.stopped_since = self.stopped_since if self.stopped_since is not None else time.monotonic()
+            if time.monotonic() - self.stopped_since >= STOPPED_GRACE_S:
+                raise EnvbuildError(f"{self.path}: the process holding this lock (PID {holder}) is stopped (Ctrl-Z?); "
+                                    f"resume it (`kill -CONT {holder}`) or end it, then try again") from None
+        else:
+            self.stopped_since = None
+        if time.monotonic() > self.deadline:
+            raise self.timed_out() from None
+        time.sleep(0.1)
 
 
 def _write_holder(path: Path, handle: int) -> None:
