@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-import docker
 from builder.formats.conda_lock import read_lock
 from builder.specs.model import load_spec
 from builder.specs.target import resolve_targets
 from tests.envbuild_cli import envbuild
+from tests.system.outside_run import run_outside_check
 from tests.world.offline import (
     BUILDER_BASE,
     CHANNEL,
@@ -105,18 +105,7 @@ def test_real_cuda_torch_image_passes_the_smoke_suite_without_a_gpu(world, cuda_
     assert checks["env.cuda_available"]["status"] == "skipped"  # no GPU here: skipped with a reason
     assert smoke.returncode == 0, smoke.stderr[-3000:]
     # PyTorch's release-smoke operations on CPU (tests/system/outside_check.py), outside envbuild's suite
-    outside = Path(__file__).with_name("outside_check.py")
-    client = docker.from_env()
-    try:
-        container = client.containers.run(image["tags"][0], ["python", "/outside/outside_check.py"], detach=True,
-                                          volumes={str(outside.parent): {"bind": "/outside", "mode": "ro"}})
-        try:
-            status = container.wait(timeout=900)["StatusCode"]
-            results = json.loads(container.logs(stderr=False).decode())
-        finally:
-            container.remove(force=True)
-    finally:
-        client.close()
+    status, results = run_outside_check(image["tags"][0])
     (tmp_path / "outside.json").write_text(json.dumps(results, indent=1))
     assert status == 0 and all(result["ok"] for result in results.values()), results
     assert len(results) == 9

@@ -8,13 +8,13 @@ exercised.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 
 import docker
 from tests.envbuild_cli import envbuild
+from tests.system.outside_run import run_outside_check
 
 pytestmark = [pytest.mark.docker, pytest.mark.world, pytest.mark.torch]
 
@@ -29,7 +29,6 @@ CPU_CHECKS_THAT_RUN = {
 # the image is built to hold it, so the suite fails on it by name instead of skipping "not installed".
 PINNED_BUT_ABSENT = {"env.expected_packages", "torchvision.version", "torchvision.cuda_build", "torchvision.ops",
                      "torchvision.resnet18_amp"}
-OUTSIDE_CHECK = Path(__file__).with_name("outside_check.py")
 
 
 @pytest.fixture(scope="module")
@@ -96,18 +95,7 @@ def test_the_image_carries_its_compiler_and_says_so(cpu_image) -> None:
 
 def test_the_outside_check_passes_inside_the_image_but_for_the_absent_torchvision(cpu_image) -> None:
     # PyTorch's release smoke test's operations on CPU (tests/system/outside_check.py), not envbuild's suite
-    client = docker.from_env()
-    try:
-        container = client.containers.run(
-            cpu_image, ["python", "/outside/outside_check.py"], detach=True,
-            volumes={str(OUTSIDE_CHECK.parent): {"bind": "/outside", "mode": "ro"}})
-        try:
-            status = container.wait(timeout=900)["StatusCode"]
-            results = json.loads(container.logs(stderr=False).decode())
-        finally:
-            container.remove(force=True)
-    finally:
-        client.close()
+    status, results = run_outside_check(cpu_image)
     failed = {name: result["detail"] for name, result in results.items() if not result["ok"]}
     assert status == 1
     assert set(results) == {"conv2d", "linalg.svd", "numpy", "compile.float16", "compile.float32", "compile.float64",
