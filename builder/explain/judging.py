@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from builder.errors import UsageError
 from builder.explain.context import ExplainContext
 from builder.explain.matching import Hit
 from builder.explain.refining import Refined
@@ -365,8 +366,11 @@ def _variant(build: str) -> str:
     """`cuda118_py310h...` -> cuda118, `py3.9_cuda11.1_cudnn8.0.5_0` -> cuda111, `cpu_...` -> cpu."""
     if build.startswith("cpu"):
         return "cpu"
-    digits = re.search(r"cuda([\d.]*)", build)
-    return f"cuda{digits.group(1).replace('.', '')}" if digits and digits.group(1) else "cuda"
+    try:
+        cuda = CudaVersion.from_build(build)
+    except UsageError:
+        cuda = None
+    return f"cuda{cuda.major}{cuda.minor}" if cuda is not None else "cuda"
 
 
 @_judge
