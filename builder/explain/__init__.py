@@ -34,5 +34,6 @@ The modules, each importing only those above it:
   compat_fixes       refiners that choose builds and drivers with the compatibility data; the next step
   message_fixes      refiners that read more out of the message itself
   judging            a judgement per finding from the log's facts and phase (explain_judgements.yaml)
+  unrecognised       when no family matches: the lines read as the likely error (explain_unrecognised.yaml)
   report             `explain_text`, `explain_stream`, the rule registry, the report and the catalogue
 """

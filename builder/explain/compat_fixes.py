@@ -260,7 +260,7 @@ def _nvcc_arch(hit: Hit, context: ExplainContext) -> Refined:
         older = _older_arch(arch, toolkit)
         fix = (f"build with a CUDA toolkit >= {first} (point CUDA_HOME at it; for torch extensions the same major "
                f"as torch's CUDA), or leave compute_{arch} out: TORCH_CUDA_ARCH_LIST=\"{older}+PTX\" "
-               "builds PTX the driver compiles for this GPU at first use")
+               "builds PTX that is compiled for this GPU when it first loads")
     return Refined(message, fix)
 
 

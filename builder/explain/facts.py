@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from builder.errors import UsageError
 from builder.explain.families import FactPattern, load_explain_data
 from builder.explain.log_text import LogText
 from builder.specs.compat import version_tuple
@@ -146,14 +147,23 @@ def _derive_facts(found: dict[str, Fact]) -> None:
     """Facts that follow from others: torch's CUDA from `+cu118`, a capability from a GPU's model name."""
     torch = found.get("torch")
     if torch and "torch_cuda" not in found:
-        tag = re.search(r"\+cu(\d+)(\d)$", torch.value)
-        if tag:
-            found["torch_cuda"] = Fact(f"{int(tag.group(1))}.{tag.group(2)}", torch.line, f"from {torch.value}")
+        cuda = _wheel_cuda(torch.value)
+        if cuda is not None:
+            found["torch_cuda"] = Fact(str(cuda), torch.line, f"from {torch.value}")
     gpu = found.get("gpu")
     if gpu and "sm" not in found:
         capability = capability_of_model(gpu.value)
         if capability:
             found["sm"] = Fact(sm_name(capability), gpu.line, f"from the model name {gpu.value}")
+
+
+def _wheel_cuda(version: str) -> CudaVersion | None:
+    """The CUDA of a wheel's local version (`2.1.0+cu118` -> 11.8); None for `+cpu`, none, or a tag no CUDA
+    release could have (a log's text is not checked at the edge, so a bad tag is no fact rather than an error)."""
+    try:
+        return CudaVersion.from_wheel_local(version)
+    except UsageError:
+        return None
 
 
 def capability_of(sm: str) -> tuple[int, int] | None:

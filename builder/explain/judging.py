@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from builder.errors import UsageError
 from builder.explain.context import ExplainContext
 from builder.explain.matching import Hit
 from builder.explain.refining import Refined
@@ -270,6 +271,27 @@ def _torchvision_pair(hit: Hit, context: ExplainContext, said: Refined) -> Judge
                                   UsedFact("torchvision", vision, vision_line)))
 
 
+@_judge
+def _extension_built_for_other_torch(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("extension_torch_abi", hit):
+        return None
+    data = judgement_data()["extension_torch_abi"]
+    torch = context.facts.facts.get("torch")
+    symbol = hit.fields.get("symbol", "")
+    package = re.search(data["package_re"], hit.fields.get("library") or hit.evidence)
+    if torch is None or package is None or re.match(data["symbol_re"], symbol) is None:
+        return None
+    name, have = package.group(1), torch.value
+    cause = (f"undefined symbol {symbol} in {name}'s compiled extension (line {hit.line}): torch {have} "
+             f"(line {torch.line}) does not provide this torch symbol, so {name} was built against another torch "
+             "version (or C++ ABI) than the one installed")
+    fix = (f"reinstall {name}'s build that matches torch {have} (the projects that publish prebuilt wheels publish "
+           f"one per torch and CUDA), or rebuild {name} from a clean tree against this torch (remove its build/ "
+           f"folder and compiled .so files first): `pip install --no-build-isolation --no-cache-dir {name}`")
+    return Judgement(cause, fix, (UsedFact("torch", have, torch.line),
+                                  UsedFact("extension", name, hit.line)))
+
+
 def torch_of(package: str, version: str) -> str | None:
     """The torch release a companion release was built for (torchvision 0.15.2 -> torch 2.0.1)."""
     public = version.split("+")[0]
@@ -365,8 +387,11 @@ def _variant(build: str) -> str:
     """`cuda118_py310h...` -> cuda118, `py3.9_cuda11.1_cudnn8.0.5_0` -> cuda111, `cpu_...` -> cpu."""
     if build.startswith("cpu"):
         return "cpu"
-    digits = re.search(r"cuda([\d.]*)", build)
-    return f"cuda{digits.group(1).replace('.', '')}" if digits and digits.group(1) else "cuda"
+    try:
+        cuda = CudaVersion.from_build(build)
+    except UsageError:
+        cuda = None
+    return f"cuda{cuda.major}{cuda.minor}" if cuda is not None else "cuda"
 
 
 @_judge

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 
+from builder.errors import UsageError
 from builder.explain.context import ExplainContext
 from builder.explain.matching import Hit
 from builder.explain.refining import Refined, refines
+from builder.specs.cuda import CudaVersion
 from builder.specs.target import default_pip_index
 
 # NCCL's own words for the usual causes live in the data (explain.nccl.error's causes).
@@ -65,10 +67,21 @@ def _glibc_too_old(hit: Hit, context: ExplainContext) -> Refined:
     return Refined(message, hit.text(hit.family.fix))
 
 
+def _requirement_cuda(requirement: str) -> CudaVersion | None:
+    """The CUDA a requirement's local version names (`torch==2.1.0+cu118` -> 11.8), or None."""
+    local = requirement.partition("+")[2].split(maxsplit=1)
+    if not local:
+        return None
+    try:
+        return CudaVersion.from_wheel_local(local[0])
+    except UsageError:
+        return None
+
+
 @refines("explain.pip.cuda-wheel-index")
 def _pip_index(hit: Hit, context: ExplainContext) -> Refined:
     requirement = hit.fields.get("req", "torch")
-    tag_found = re.search(r"\+(cu\d+)", requirement)
+    cuda = _requirement_cuda(requirement)
     version = re.search(r"==([\d.]+)", requirement)
     offered = re.search(r"from versions:? ([^)\n]*)", context.text)
     if version and offered and version.group(1) not in re.split(r"[,\s]+", offered.group(1)):
@@ -79,8 +92,8 @@ def _pip_index(hit: Hit, context: ExplainContext) -> Refined:
                        "torch wheels exist only for the Python versions of their release: use a Python that torch "
                        f"{version.group(1)} supports, or a newer torch; envbuild checks the spec's Python against its "
                        "compatibility data (`envbuild targets SPEC`)")
-    if tag_found:
-        tag = tag_found.group(1)
+    if cuda is not None:
+        tag = cuda.tag
         index = default_pip_index().format(tag=tag)
         return Refined(f"pip found no {requirement}: +{tag} builds are not on the Python package index",
                        f"install it from the PyTorch wheel index: `pip install {requirement.split('+')[0]} --index-url "

@@ -19,6 +19,7 @@ from builder.explain.judging import UsedFact, facts_of_hit, judge, phase_at
 from builder.explain.log_input import LogInput, decode_log, read_log, size_text
 from builder.explain.normalise import normalise_log
 from builder.explain.refining import REFINERS, default_said
+from builder.explain.unrecognised import ErrorLine, likely_error_lines
 from builder.findings import Finding, Location, RuleRegistry
 from builder.specs.compat import CompatData, load_compat
 from builder.specs.target import Target
@@ -38,6 +39,7 @@ class ExplainReport:
     facts: LogFacts = field(default_factory=LogFacts)
     next_step: str | None = None
     input: LogInput | None = None
+    likely_error: tuple[ErrorLine, ...] = ()  # when nothing is recognised: the lines read as the error
 
     @property
     def recognised(self) -> bool:
@@ -49,6 +51,8 @@ class ExplainReport:
                                 "facts": self.facts.as_dict()}
         if self.next_step:
             data["next"] = self.next_step
+        if self.likely_error:
+            data["likely_error"] = [entry.as_dict() for entry in self.likely_error]
         if self.input is not None and (self.input.note() or self.input.binary or self.input.encoding != "utf-8"):
             data["input"] = self.input.as_dict()
         return data
@@ -62,6 +66,8 @@ class ExplainReport:
         if not self.recognised:
             said = f"nothing recognised in this log ({note})" if note else "nothing recognised in this log"
             lines.append(f"{said}; next: {self.next_step}")
+            lines.extend(f"read as the error (no family explain knows): line {entry.line}: `{entry.text}`"
+                         for entry in self.likely_error)
         elif note:
             lines.append(f"note: {note}")
         if self.facts:
@@ -94,7 +100,8 @@ def explain_text(text: str | bytes, source: str = "-", *, driver: DriverReading 
         return ExplainReport(source, (), LogFacts(), None, log_input)
     findings = tuple(rule_registry().run(context))
     next_step = None if findings else next_step_from_facts(context)
-    return ExplainReport(source, findings, context.facts, next_step, log_input)
+    likely_error = () if findings else likely_error_lines(normalised.text)
+    return ExplainReport(source, findings, context.facts, next_step, log_input, likely_error)
 
 
 def explain_stream(stream: IO[bytes], source: str = "-", **context: Any) -> ExplainReport:

@@ -29,3 +29,15 @@ def test_an_unknown_family_passes_only_as_not_recognised_with_its_facts_read() -
     unknown = "Python 3.11.4\nValueError: the frobnicator refused the widget\n"
     assert answer_problems({"recognised": False, "cause_must": ["3.11"]}, explain_text(unknown)) == []
     assert answer_problems({"recognised": False}, explain_text(DEVICE_ORDINAL))
+
+
+def test_not_recognised_passes_on_the_error_line_it_quotes_and_never_on_a_fix() -> None:
+    unknown = "step 3 ok\nfrom fairseq import libnat\nImportError: cannot import name 'libnat'\n"
+    report = explain_text(unknown)
+    assert not report.findings
+    assert [(entry.line, entry.text) for entry in report.likely_error] == [
+        (3, "ImportError: cannot import name 'libnat'")]
+    assert answer_problems({"recognised": False, "cause_must": ["libnat"]}, report) == []
+    # What it did not read cannot pass: the upstream answer is not among the lines it quoted.
+    assert answer_problems({"recognised": False, "cause_must": ["build_ext"]}, report) == [
+        "facts read lack 'build_ext'"]

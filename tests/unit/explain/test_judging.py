@@ -163,3 +163,24 @@ def test_the_packages_a_solver_cannot_find_are_named_in_the_cause() -> None:
            "  - pytorch-cuda=12.1\n\nCurrent channels:\n\n  - https://conda.anaconda.org/nvidia/linux-64\n")
     cause, _, _ = first(log)
     assert "not found: pytorch-cuda=12.1 (line 3)" in cause
+
+
+def test_an_extension_missing_a_torch_symbol_is_named_with_the_torch_it_was_not_built_for() -> None:
+    cause, fix, _ = first("torch 1.8.0+cu101\nImportError: ~/env/lib/python3.6/site-packages/detectron2/_C.so: "
+                          "undefined symbol: _ZNK2at10TensorBase8data_ptrIdEEPT_v\n")
+    assert "undefined symbol _ZNK2at10TensorBase8data_ptrIdEEPT_v in detectron2's compiled extension" in cause
+    assert "torch 1.8.0+cu101 (line 1)" in cause
+    assert "reinstall detectron2's build that matches torch 1.8.0+cu101" in fix
+
+
+def test_a_symbol_outside_torch_keeps_the_familys_answer() -> None:
+    cause, _, _ = first("torch 2.1.0\nImportError: ~/env/lib/python3.10/site-packages/foo/_C.so: "
+                        "undefined symbol: png_create_read_struct\n")
+    assert "foo's compiled extension" not in cause
+
+
+def test_a_cuda_stated_on_its_own_line_is_the_toolkit_nvcc_is_checked_against() -> None:
+    cause, fix, _ = first("环境cuda10.2-cudnn7-devel\nnvcc fatal   : Unsupported gpu architecture 'compute_86'\n")
+    assert "the log's nvcc is 10.2" in cause
+    assert "CUDA toolkit >= 11.1" in fix
+    assert "driver" not in fix
