@@ -60,7 +60,9 @@ def env_python(prefix: Path, code: str) -> str:
 @pytest.mark.torch
 def test_onboard_cpu_env_end_to_end_then_unchanged_then_forced(world, tmp_path: Path) -> None:
     spec = world_spec(tmp_path)
-    prefix = tmp_path / "team env"
+    # No space in the prefix: inductor writes its g++ line unquoted, so torch.compile fails in an env under a
+    # path with a space (-L".../team env/..." splits), which the smoke suite rightly reports.
+    prefix = tmp_path / "team-env"
     done = onboard(spec, tmp_path, "--cuda", "cpu", "--prefix", str(prefix), "--installer", "envbuild", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
@@ -74,7 +76,7 @@ def test_onboard_cpu_env_end_to_end_then_unchanged_then_forced(world, tmp_path: 
         assert statuses[name] == "passed", name
     assert env_python(prefix, "import sys, torch; print(sys.prefix, torch.__version__)") == f"{prefix} 2.13.0+cpu"
     assert EnvMarker.read(prefix).target == "cpu"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["locks", "team env", spec.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["locks", "team-env", spec.name])
     assert any(step.startswith(f"use it: export PATH={prefix}/bin") for step in result["next_steps"])
 
     again = onboard(spec, tmp_path, "--cuda", "cpu", "--prefix", str(prefix), "--no-smoke")
@@ -87,7 +89,7 @@ def test_onboard_cpu_env_end_to_end_then_unchanged_then_forced(world, tmp_path: 
     assert forced.returncode == 0 and json.loads(forced.stdout)["status"] == "replaced"
     assert not (prefix / "lib" / "stray-file").exists()
     assert env_python(prefix, "import torch; print(torch.__version__)") == "2.13.0+cpu"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["locks", "team env", spec.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["locks", "team-env", spec.name])
 
     # A lock whose package does not match its hash: the install fails before anything is linked,
     # and the env that was there stays, whole.
@@ -100,7 +102,7 @@ def test_onboard_cpu_env_end_to_end_then_unchanged_then_forced(world, tmp_path: 
     assert "sha256" in broken.stderr.strip().splitlines()[-1]
     assert EnvMarker.read(prefix).lock_sha256 != hashlib.sha256(lock.read_bytes()).hexdigest()
     assert env_python(prefix, "import torch; print(torch.__version__)") == "2.13.0+cpu"
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["locks", "team env", spec.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["locks", "team-env", spec.name])
 
 
 @pytest.mark.world
