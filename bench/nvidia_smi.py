@@ -86,21 +86,25 @@ def old_corpus_misses() -> tuple[int, list[str]]:
     return len(entries), misses
 
 
-def judge(case: dict[str, Any], targets: list[Target], folder: Path, first_labels: bool = False) -> Outcome:
-    """`first_labels`: score against the labels as first written, before the recorded relabelling."""
+def judge(case: dict[str, Any], targets: list[Target], folder: Path) -> tuple[Outcome, Outcome]:
+    """doctor on one capture, scored against the labels now and against those first written (before the
+    recorded relabelling; the same where a case was not relabelled)."""
     expect = case["expect"]
-    wanted = _labels(expect, first_labels)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DOCKER_HOST", f"unix://{folder}/no-engine.sock")
         probe = replay_host(BLIND / case["file"], folder / case["file"], patch)
         report = diagnose(gather_host_facts(engine_timeout=1.0, probe=probe), targets)
     got = {target.target: target.verdict for target in report.targets}
-    wrong = [f"{key}: {got.get(_key(key))!r} (expected {want!r})" for key, want in wanted.items()
-             if got.get(_key(key)) != want]
     kind = report.host.kind.name
     kind_right = kind == expect["host_kind"]
-    why = wrong + ([] if kind_right else [f"host kind {kind!r} (expected {expect['host_kind']!r})"])
-    return Outcome(case["file"], case["split"], not wrong, kind_right, "; ".join(why))
+    kind_wrong = [] if kind_right else [f"host kind {kind!r} (expected {expect['host_kind']!r})"]
+
+    def scored(wanted: dict[str, str]) -> Outcome:
+        wrong = [f"{key}: {got.get(_key(key))!r} (expected {want!r})" for key, want in wanted.items()
+                 if got.get(_key(key)) != want]
+        return Outcome(case["file"], case["split"], not wrong, kind_right, "; ".join(wrong + kind_wrong))
+
+    return scored(_labels(expect, False)), scored(_labels(expect, True))
 
 
 def _labels(expect: dict[str, Any], first_labels: bool) -> dict[str, str]:
@@ -131,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     cases = [case for case in _manifest(BLIND) if args.split == "all" or case["split"] == "dev"]
     saved_path = os.environ.get("PATH", "")
     with tempfile.TemporaryDirectory(prefix="bench-nvidia-smi-") as folder:
-        outcomes = [judge(case, targets, Path(folder)) for case in cases]
-        as_first_written = [judge(case, targets, Path(folder), first_labels=True) for case in cases]
+        judged = [judge(case, targets, Path(folder)) for case in cases]
+    outcomes = [now for now, _ in judged]
+    as_first_written = [first for _, first in judged]
     os.environ["PATH"] = saved_path
     for outcome in outcomes:
         if not outcome.passed and (outcome.split == "heldout" or args.verbose):
