@@ -520,7 +520,7 @@ def _before_the_driver(facts: HostFacts, target: Target, targets: list[Target],
     if not facts.has_driver and facts.gpus and not facts.driver.smi_failure:
         return _gpus_without_driver_version(facts, target, targets, compat)
     if not facts.has_driver:
-        return _without_driver(facts, target)
+        return _without_driver(facts, target, _floors(target, compat, _runs_the_windows_driver(facts.kind)))
     return None
 
 
@@ -535,8 +535,9 @@ def _gpus_without_driver_version(facts: HostFacts, target: Target, targets: list
     return TargetVerdict(target.key, target.torch, target.cuda, target.route.value, word, (unknown, *archs))
 
 
-def _without_driver(facts: HostFacts, target: Target) -> TargetVerdict:
-    """No driver answered: why decides the verdict (no driver, not loaded, mismatch, no device, unknown)."""
+def _without_driver(facts: HostFacts, target: Target, floors: DriverFloors) -> TargetVerdict:
+    """No driver answered: why decides the verdict (no driver, not loaded, mismatch, no device, unknown).
+    The driver floors named are the ones of this host's OS (Windows and WSL2 number their drivers apart)."""
     assert target.cuda is not None
     told = failure_verdict(facts.driver, facts.kind, target)
     if told is not None:
@@ -557,8 +558,8 @@ def _without_driver(facts: HostFacts, target: Target) -> TargetVerdict:
     else:
         word, check = NO_DRIVER, HostCheck(
             MISSING, "driver", f"no NVIDIA driver here: the CUDA {target.cuda} build runs on the CPU only",
-            f"run it on a GPU host with driver >= {target.min_driver} (>= {full_driver(target)} "
-            "without minor-version compatibility)")
+            f"run it on a GPU host with driver >= {floors.minimum} (>= {floors.full} "
+            f"without minor-version compatibility){floors.note}")
     return TargetVerdict(target.key, target.torch, target.cuda, target.route.value, word, (check,))
 
 

@@ -202,3 +202,15 @@ def test_a_windows_driver_is_held_to_nvidias_windows_numbers() -> None:
     new = replace(on_wsl, driver=DriverReading("nvml", None, "575.00"))
     report = diagnose(new, [spec_targets()["cuda13.0"]])
     assert "Linux ones stand in" in report.targets[0].findings[0].message
+
+
+def test_no_driver_on_windows_names_the_windows_floors() -> None:
+    # 11.x: Windows' floors are 452.39 (minor-version compatibility) and 520.06 (CUDA 11.8's own driver).
+    targets = [spec_targets()["cuda11.8"]]
+    bare = replace(host(None, None), probe=HostProbe(system="Linux"))
+    [linux] = diagnose(bare, targets).targets[0].findings
+    assert "452.39" not in linux.fix and "450.80.02" in linux.fix
+    on_windows = replace(bare, probe=HostProbe(system="Windows"))
+    [windows] = checked(diagnose(on_windows, targets)).targets[0].findings
+    assert on_windows.kind.name == "windows"
+    assert "driver >= 452.39 (>= 520.06" in windows.fix, windows.fix
