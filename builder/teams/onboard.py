@@ -50,6 +50,7 @@ from builder.lock.targets import conda_tool_on_path
 from builder.safe_io.reading import read_bounded
 from builder.safe_io.writing import WriteError, write_file
 from builder.specs.cuda import CudaVersion, cuda_json, cuda_or_cpu
+from builder.specs.features import compiles
 from builder.specs.model import Feature
 from builder.specs.target import Target
 
@@ -475,6 +476,7 @@ class OnboardResult:
     kernel: KernelResult | None = None
     smoke: SmokeRun | None = None
     next_steps: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -488,7 +490,18 @@ class OnboardResult:
             "prefix": str(self.prefix), "status": self.status, "installer": self.installer, "lock": str(self.lock),
             "seconds": round(self.seconds, 1), "kernel": self.kernel.as_dict() if self.kernel else None,
             "smoke": self.smoke.as_dict() if self.smoke else None, "next_steps": self.next_steps,
+            "warnings": self.warnings,
         }
+
+
+def prefix_warnings(prefix: Path, target: Target) -> list[str]:
+    """What the prefix's own path breaks in the env installed there."""
+    if not any(char.isspace() for char in str(prefix)) or not compiles(target.torch, target.spec.features):
+        return []
+    # inductor joins its C++ compiler command into one string and splits it on white space again, so
+    # `-L<prefix>/lib` falls apart there and the link fails with "cannot find -ltorch" (seen with torch 2.13).
+    return [f"the environment's path {str(prefix)!r} contains white space: torch.compile cannot build its C++ "
+            "kernels there; choose a --prefix (or a home folder) without spaces"]
 
 
 def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platform: str, tool: Path | None,
@@ -516,7 +529,9 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
     installed_with = marker.installer if marker else installer_name(tool)
     status = {"new": "created", "replace": "replaced"}.get(state, state)
     result = OnboardResult(target.name, target.key, target.torch, target.cuda, choice.reason, target.tag, prefix,
-                           status, installed_with, lock_path)
+                           status, installed_with, lock_path, warnings=prefix_warnings(prefix, target))
+    for warning in result.warnings:
+        echo(f"warning: {warning}")
     result.kernel = register_kernel(prefix, target, options.name or f"{target.name}-{target.key}",
                                     options.kernel_dir, options.spec_path)
     if options.smoke:

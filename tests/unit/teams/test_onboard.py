@@ -5,13 +5,14 @@ tests/system/test_onboard_world.py."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from builder.errors import EnvbuildError, UsageError
 from builder.host.doctor import MINOR_COMPAT, NEEDS_NEWER_DRIVER, NO_DRIVER, RUNS
-from builder.specs.model import load_spec
+from builder.specs.model import Feature, load_spec
 from builder.specs.target import resolve_targets
 from builder.teams.onboard import (
     MARKER,
@@ -22,6 +23,7 @@ from builder.teams.onboard import (
     install_environment,
     kernels_dir,
     prefix_status,
+    prefix_warnings,
     register_kernel,
 )
 from tests.envbuild_cli import envbuild
@@ -101,6 +103,17 @@ def test_prefix_from_name_under_the_envs_folder(tmp_path: Path, monkeypatch: pyt
         choose_prefix(cpu, tmp_path, "team")
     with pytest.raises(UsageError, match="a plain folder name"):
         choose_prefix(cpu, None, "../up")
+
+
+@unit
+def test_a_prefix_with_white_space_is_warned_where_torch_compile_builds(tmp_path: Path) -> None:
+    [cpu] = targets("cpu")
+    assert prefix_warnings(tmp_path / "team-env", cpu) == []
+    [warning] = prefix_warnings(tmp_path / "team env", cpu)
+    assert "'" + str(tmp_path / "team env") + "'" in warning and "torch.compile" in warning
+    assert "--prefix" in warning
+    opted_out = cpu.spec.model_copy(update={"features": [Feature.NO_COMPILE]})
+    assert prefix_warnings(tmp_path / "team env", replace(cpu, spec=opted_out)) == []
 
 
 @unit
