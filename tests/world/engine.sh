@@ -25,7 +25,7 @@ SYSTEM_PID_FILE=/var/run/docker.pid
 SYSTEM_SOCKET=/var/run/docker.sock
 
 # Every package the world uses, so a fresh machine pays for one `apt-get update` only.
-# shellcheck: the generated CI pipelines' shell steps are checked with it (tests/unit/teams/test_ci.py).
+# The shellcheck package: the generated CI pipelines' shell steps are checked with it (tests/unit/teams/test_ci.py).
 # rsync: gitlab-ci-local copies the repository into its build folder with it (tests/system/test_gitlab_local_world.py).
 # skopeo: reads what `envbuild image --push` put in the registry, as a registry client (tests/system/test_image_world.py).
 WORLD_PACKAGES=(docker.io debootstrap docker-registry busybox-static shellcheck rsync skopeo dpkg-dev)

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by up.sh and down.sh: how a lease names the process holding it.
 
 # "PID STARTTIME": the start time tells a live holder from a new process that reused its PID.

@@ -64,3 +64,13 @@ def test_an_import_against_the_layers_breaks_the_contract(tmp_path: Path) -> Non
     done = _lint_imports(tmp_path)
     assert done.returncode != 0
     assert "builder.specs is not allowed to import builder.cli" in done.stdout, done.stdout[-3000:]
+
+
+def test_shell_scripts_pass_shellcheck() -> None:
+    # The world's and CI's scripts start and stop services for everyone: a quoting slip there costs a CI run.
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (Debian package shellcheck; the world installs it)")
+    scripts = sorted(str(p.relative_to(REPO)) for p in [REPO / ".ci" / "run", *REPO.glob("tests/**/*.sh")])
+    done = subprocess.run(["shellcheck", "--severity=warning", "--external-sources", *scripts], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
