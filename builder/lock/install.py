@@ -406,37 +406,51 @@ def _download(url: str, target: Path, deadline: float, what: str, stop: object =
 
 
 def _fetch_http(url: str, out: Any, transfer: _Transfer, deadline: float, what: str, stop: object) -> None:
-    import http.client
-
+    """One request for the rest of `url` (a Range request when some of it came already), within the
+    connect and read timeout; a failure worth another try raises _Retryable."""
     headers = {"Range": f"bytes={transfer.size}-"} if transfer.size else {}
     request = urllib.request.Request(url, headers=headers)  # the caller checked the scheme
     timeout = max(1.0, min(_REQUEST_TIMEOUT_S, deadline - time.monotonic()))
     try:
         with urllib.request.urlopen(request, timeout=timeout) as src:  # scheme checked
-            if transfer.size and src.status != 206:  # the server ignored the range: from the start again
-                out.seek(0)
-                out.truncate()
-                transfer.restart()
-            length = src.headers.get("Content-Length")
-            expected = transfer.size + int(length) if length and length.isdigit() and len(length) < 20 else None
-            if expected is not None and expected > _MAX_PACKAGE_BYTES:
-                raise InstallError(_too_large(what, url))
-            _copy_hashing(src, out, transfer, deadline, what, stop)
-            if expected is not None and transfer.size < expected:  # read1 ends quietly at a dropped connection
-                raise _Retryable(f"the connection closed after {transfer.size} of {expected} bytes")
-    except urllib.error.HTTPError as exc:
+            _receive(src, url, out, transfer, deadline, what, stop)
+    except Exception as exc:  # noqa: BLE001 - sorted into retry or refusal right here
+        raise _http_failure(exc, url, what, timeout) from None
+
+
+def _receive(src: Any, url: str, out: Any, transfer: _Transfer, deadline: float, what: str, stop: object) -> None:
+    if transfer.size and src.status != 206:  # the server ignored the range: from the start again
+        out.seek(0)
+        out.truncate()
+        transfer.restart()
+    length = src.headers.get("Content-Length")
+    expected = transfer.size + int(length) if length and length.isdigit() and len(length) < 20 else None
+    if expected is not None and expected > _MAX_PACKAGE_BYTES:
+        raise InstallError(_too_large(what, url))
+    _copy_hashing(src, out, transfer, deadline, what, stop)
+    if expected is not None and transfer.size < expected:  # read1 ends quietly at a dropped connection
+        raise _Retryable(f"the connection closed after {transfer.size} of {expected} bytes")
+
+
+def _http_failure(exc: Exception, url: str, what: str, timeout: float) -> Exception:
+    """What a failed request means: a server error, a silence or a dropped connection is tried again
+    (_Retryable); any other failure is the user's one line (InstallError)."""
+    import http.client
+
+    if isinstance(exc, (InstallError, _Retryable)):
+        return exc
+    if isinstance(exc, urllib.error.HTTPError):
         if exc.code >= 500 or exc.code == 429:
-            raise _Retryable(f"HTTP {exc.code}") from None
-        raise InstallError(f"{what}: cannot download {url} (HTTP {exc.code} {exc.reason})") from None
-    except TimeoutError:
-        raise _Retryable(f"no answer for {timeout:.0f} s") from None
-    except (http.client.HTTPException, ConnectionError) as exc:
-        raise _Retryable(type(exc).__name__) from None
-    except OSError as exc:
-        reason = getattr(exc, "reason", None) or exc.strerror or exc
-        if isinstance(reason, TimeoutError):
-            raise _Retryable(f"no answer for {timeout:.0f} s") from None
-        raise InstallError(f"{what}: cannot download {url} ({reason})") from None
+            return _Retryable(f"HTTP {exc.code}")
+        return InstallError(f"{what}: cannot download {url} (HTTP {exc.code} {exc.reason})")
+    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
+    if isinstance(exc, TimeoutError) or isinstance(reason, TimeoutError):
+        return _Retryable(f"no answer for {timeout:.0f} s")
+    if isinstance(exc, (http.client.HTTPException, ConnectionError)):
+        return _Retryable(type(exc).__name__)
+    if isinstance(exc, OSError):
+        return InstallError(f"{what}: cannot download {url} ({reason})")
+    raise exc
 
 
 def _copy_local(url: str, out: Any, transfer: _Transfer, deadline: float, what: str, stop: object) -> None:
