@@ -12,6 +12,7 @@ import click
 
 from builder import __version__, reports
 from builder.cli.options import (
+    ALLOW_OUTSIDE,
     IMAGE_PLATFORM,
     TARGET_ID,
     BuildFlags,
@@ -121,8 +122,9 @@ def targets(spec: Path, as_json: bool) -> None:
 @click.argument("path", required=False, type=InputFile())
 @click.option("--rules", "list_rules", is_flag=True, help="List the rules (id and what each checks) and exit.")
 @click.option("--rule", "only", multiple=True, metavar="ID", help="Run only this rule (repeatable).")
+@ALLOW_OUTSIDE
 @JSON
-def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bool) -> None:
+def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], allow_outside: bool, as_json: bool) -> None:
     """Check PATH, a spec or an environment file you have (environment.yml, requirements.txt,
     conda-lock.yml, Dockerfile); exit 1 when an error is found."""
     from builder.findings import findings_to_json
@@ -140,7 +142,7 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], as_json: bo
     unknown = [rule for rule in only if rule not in LINT]
     if unknown:
         raise UsageError(f"--rule {unknown[0]}: no such rule; `envbuild lint --rules` lists them")
-    findings = lint_path(path, only)
+    findings = lint_path(path, only, allow_outside)
     if as_json:
         click.echo(findings_to_json(findings, path=str(path)))
     else:
@@ -494,14 +496,15 @@ def _log_stream(log: Path) -> Iterator[IO[bytes]]:
 @click.option("--name", help="The env name (default: the file's `name:`, else this folder's).")
 @click.option("--out", type=OutputFile(), help="Spec file (default envs/<name>.yaml).")
 @click.option("--force", is_flag=True, help="Replace an existing spec file.")
+@ALLOW_OUTSIDE
 @JSON
 def init(source: Path | None, name: str | None, out: Path | None, force: bool, upgrade: bool,
-         as_json: bool) -> None:
+         allow_outside: bool, as_json: bool) -> None:
     """Write a spec: from an environment file you have (--from), or a commented starter."""
     from builder.init.importer import init_spec
     from builder.lint.rules import lint_spec
 
-    result = init_spec(source, name, out, force, upgrade)
+    result = init_spec(source, name, out, force, upgrade, allow_outside)
     findings = lint_spec(result.spec)
     if as_json:
         reports.print_json({**result.as_dict(), "lint": [f.as_dict() for f in findings]})

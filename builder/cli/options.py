@@ -108,6 +108,8 @@ class OutputFile(click.Path):
 BASE_IMAGE = click.option("--base-image", metavar="IMAGE[@DIGEST]", help="Runtime base image in place of the spec's.")
 BUILDER_IMAGE = click.option("--builder-image", metavar="IMAGE[@DIGEST]",
                              help="Env-builder image (needs Python >= 3.10).")
+ALLOW_OUTSIDE = click.option("--allow-outside", is_flag=True,
+                             help="Read a requirements file's -r/-c file even outside that file's folder.")
 NETWORK = click.option("--network", type=click.Choice(["host", "bridge", "none"]),
                        help="Network of the build containers.")
 

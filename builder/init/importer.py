@@ -97,12 +97,14 @@ def _write_spec_schema(folder: Path) -> None:
 
 
 def init_spec(source: Path | None = None, name: str | None = None, out: Path | None = None,
-              force: bool = False, upgrade: bool = False) -> InitResult:
+              force: bool = False, upgrade: bool = False, allow_outside: bool = False) -> InitResult:
     """`envbuild init`: read, decide, check, then write atomically (nothing is written on any error).
-    `upgrade` writes the nearest supported torch/CUDA/Python for a file older than the compat data."""
+    `upgrade` writes the nearest supported torch/CUDA/Python for a file older than the compat data;
+    `allow_outside` lets a requirements file include one outside its folder."""
     if upgrade and source is None:
         raise UsageError("--upgrade moves an existing file's torch to one envbuild builds; give it --from FILE")
-    draft = draft_from_reading(read_source(source), name, upgrade=upgrade) if source else starter_draft(name)
+    reading = read_source(source, allow_outside) if source else None
+    draft = draft_from_reading(reading, name, upgrade=upgrade) if reading is not None else starter_draft(name)
     text = render_spec(draft)
     spec, targets = check_draft(draft, text)
     path = out or Path("envs") / f"{spec.name}.yaml"

@@ -38,15 +38,16 @@ FORMATS = ("an environment.yml, a requirements.txt, a conda-lock.yml, a Dockerfi
            "a pyproject.toml")
 
 
-def read_source(path: Path) -> Reading:
-    """Any file `envbuild init --from` takes, recognised by its name and then by its content."""
+def read_source(path: Path, allow_outside: bool = False) -> Reading:
+    """Any file `envbuild init --from` takes, recognised by its name and then by its content. `allow_outside`:
+    a requirements file's `-r`/`-c` may name a file outside its folder."""
     kind = source_kind(path)
     if kind == "Dockerfile":
         reading = read_dockerfile(path)
         keep_file_platform(reading, None, path.name)
         return reading
     if kind == "requirements.txt":
-        reading = read_requirements(path)
+        reading = read_requirements(path, allow_outside)
         keep_file_platform(reading, read_text_file(path, "requirements file"), path.name)
         return reading
     if kind in ("pixi.toml", "pyproject.toml"):

@@ -9,6 +9,7 @@ author meant them (`torch==2.0.1+cu118 torchvision==0.15.2+cu118` on one line gi
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pip_requirements_parser as pip_grammar
@@ -16,16 +17,18 @@ import pip_requirements_parser as pip_grammar
 from builder.errors import UsageError
 from builder.init.reading import Reading, read_conda_text, read_pip_text, read_text_file
 from builder.init.requirements_file import MAX_INCLUDE_DEPTH, PipLine, included_path, parse_requirements_text
+from builder.safe_io.confine import OutsideFolder, confined
 
 CONDA_LIST_LINE = re.compile(r"[A-Za-z0-9_.\-]+=[^=<>]+(=\S+)?")
 
 
-def read_requirements(path: Path) -> Reading:
-    return read_requirements_text(read_text_file(path, "requirements file"), str(path))
+def read_requirements(path: Path, allow_outside: bool = False) -> Reading:
+    return read_requirements_text(read_text_file(path, "requirements file"), str(path), allow_outside)
 
 
-def read_requirements_text(text: str, source: str) -> Reading:
-    """pip's requirements format; a `conda create --file` list (`name=version` lines) is read as conda lines."""
+def read_requirements_text(text: str, source: str, allow_outside: bool = False) -> Reading:
+    """pip's requirements format; a `conda create --file` list (`name=version` lines) is read as conda lines.
+    A `-r`/`-c` file must lie inside the folder of the file that names it, unless `allow_outside`."""
     reading = Reading(source, kind="requirements.txt")
     if any(line.strip() == "@EXPLICIT" for line in text.splitlines()):
         raise reading.fail("an explicit conda package list (`conda list --explicit`); give envbuild the "
@@ -39,11 +42,18 @@ def read_requirements_text(text: str, source: str) -> Reading:
             read_conda_text(reading, line)
         return reading
     reading.has_pip_section = True
-    _read_lines(reading, Path(source), parse_requirements_text(text), {Path(source).resolve()})
+    includes = _Includes(frozenset({Path(source).resolve()}), allow_outside)
+    _read_lines(reading, Path(source), parse_requirements_text(text), includes)
     return reading
 
 
-def _read_lines(reading: Reading, source: Path, lines: list[PipLine], seen: set[Path]) -> None:
+@dataclass(frozen=True)
+class _Includes:
+    seen: frozenset[Path]  # the files being read, to stop at a cycle
+    allow_outside: bool  # a `-r`/`-c` file may lie outside the folder of the file that names it
+
+
+def _read_lines(reading: Reading, source: Path, lines: list[PipLine], includes: _Includes) -> None:
     for line in lines:
         if line.rejected:
             reading.rejected_lines.append((line.text, line.rejected))
@@ -51,23 +61,40 @@ def _read_lines(reading: Reading, source: Path, lines: list[PipLine], seen: set[
             reading.ignored_options.append((line.text, option))
         # an index on a requirement's line is read as the author meant it (lint says that pip ignores it)
         for option in (*line.options, *line.ignored):
-            if option.startswith("-r ") and _include(reading, source, option[3:], seen):
+            if option.startswith(("-r ", "-c ")) and _include(reading, source, option, includes):
                 continue
             read_pip_text(reading, option)
         for requirement in line.requirements:
             read_pip_text(reading, requirement)
 
 
-def _include(reading: Reading, source: Path, target: str, seen: set[Path]) -> bool:
+def _include(reading: Reading, source: Path, option: str, includes: _Includes) -> bool:
     """The lines of a `-r` file beside this one, read in its place; False (left to a note) when it cannot be:
-    a URL, a file not there, one already being read (a cycle), or too deep a chain."""
+    a URL, a constraints file (`-c`), a file not there, one already being read (a cycle), or too deep a chain.
+    A file outside the folder of `source` is refused (a pull request's `-r /proc/self/environ` would put
+    the CI's secrets into the spec and the job log) unless the user allowed it."""
+    flag, _, target = option.partition(" ")
     path = included_path(source, target)
-    if path is None or len(seen) > MAX_INCLUDE_DEPTH or not path.is_file() or path.resolve() in seen:
+    if path is None:
+        return False
+    if not includes.allow_outside:
+        _confine(source, flag, target)
+    seen = includes.seen
+    if flag != "-r" or len(seen) > MAX_INCLUDE_DEPTH or not path.is_file() or path.resolve() in seen:
         return False
     try:
         text = read_text_file(path, "requirements file")
     except UsageError:
         return False
     reading.note(f"-r {target}", "derived", "its requirements were read in its place")
-    _read_lines(reading, path, parse_requirements_text(text), seen | {path.resolve()})
+    deeper = _Includes(seen | {path.resolve()}, includes.allow_outside)
+    _read_lines(reading, path, parse_requirements_text(text), deeper)
     return True
+
+
+def _confine(source: Path, flag: str, target: str) -> None:
+    try:
+        confined(source.parent, target)
+    except OutsideFolder as outside:
+        raise UsageError(f"{source}: `{flag}` {outside}; an included file is read only inside the folder of the "
+                         "file that names it: move it there, or pass --allow-outside to read it anyway") from None

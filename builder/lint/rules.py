@@ -444,11 +444,12 @@ def lint_reading(reading: Reading, only: Iterable[str] = ()) -> list[Finding]:
     return sort_findings(LINT.run(LintSubject(reading.source, reading=reading), only))
 
 
-def lint_path(path: Path, only: Iterable[str] = ()) -> list[Finding]:
-    """An envbuild spec (a mapping with `torch` and `targets`) or any file `envbuild init --from` reads."""
+def lint_path(path: Path, only: Iterable[str] = (), allow_outside: bool = False) -> list[Finding]:
+    """An envbuild spec (a mapping with `torch` and `targets`) or any file `envbuild init --from` reads;
+    `allow_outside`: a requirements file may include one outside its folder."""
     if is_spec_file(path):
         return lint_spec(load_spec(path), only)
-    return lint_reading(read_source(path), only)
+    return lint_reading(read_source(path, allow_outside), only)
 
 
 def is_spec_file(path: Path) -> bool:

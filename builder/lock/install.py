@@ -24,15 +24,18 @@ import asyncio
 import hashlib
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +59,15 @@ _MAX_PACKAGE_BYTES = 8 << 30
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _MD5_RE = re.compile(r"[0-9a-f]{32}")
 _PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
+# Where tarfile's data filter is told a package would land: never created, so its checks stay by name.
+_NOWHERE = "/nonexistent-envbuild-prefix"
+_FILTER_REFUSALS = {
+    "AbsolutePathError": "names an absolute path",
+    "OutsideDestinationError": "lands outside the environment",
+    "SpecialFileError": "is a device node or a FIFO",
+    "AbsoluteLinkError": "links to an absolute path",
+    "LinkOutsideDestinationError": "links outside the environment",
+}
 # conda-meta fields that name this call's temporary package cache: dropped so that an installed
 # prefix (and an image layer made of it) does not depend on where the cache happened to be.
 _CACHE_FIELDS = ("extracted_package_dir", "link", "package_tarball_full_path")
@@ -320,6 +332,7 @@ def _download_all(
         artifact, target = pair
         sha256, md5, size = _download(artifact.url, target, deadline, artifact.name, stop)
         _verify(artifact, sha256, md5)
+        _check_members(artifact, target)
         return size
 
     with ThreadPoolExecutor(max_workers=_PARALLEL_DOWNLOADS) as pool:
@@ -356,6 +369,122 @@ def _verify(artifact: CondaArtifact, sha256: str, md5: str) -> None:
                 f"{artifact.name} {artifact.version} ({artifact.file_name}): {kind} mismatch, "
                 f"lock expects {expected}, downloaded file has {actual}; nothing was installed"
             )
+
+
+# ---------------------------------------------------------------- a package's members (stdlib only)
+
+
+def _check_members(artifact: CondaArtifact, path: Path) -> None:
+    """A package is data: every file it holds lands inside the prefix. A member with an absolute name,
+    one that climbs out with `..` or through a symbolic link, a link that leads out, or a device node
+    is refused before anything is linked (a hash only says the file is the one the lock named, and a
+    lock can arrive in a pull request). A .conda is a zip of tars: its member names are checked, and
+    its tars too where a zstd reader exists (Python 3.14, or the zstandard module on the host)."""
+    what = f"{artifact.name} {artifact.version} ({artifact.file_name})"
+    try:
+        if artifact.file_name.endswith(".tar.bz2"):
+            with tarfile.open(path, "r|bz2") as archive:
+                _check_tar(archive, what)
+        else:
+            _check_conda_zip(path, what)
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        raise InstallError(f"{what}: not a readable package archive ({_first_line(str(exc)) or type(exc).__name__})"
+                           "; nothing was installed") from None
+
+
+def _check_conda_zip(path: Path, what: str) -> None:
+    open_zstd = _zstd_reader()
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if "/" in info.filename or "\\" in info.filename or info.filename in ("", ".", ".."):
+                raise InstallError(_member_refused(what, info.filename, "is not a file name of the .conda's top level"))
+            if info.filename.endswith(".tar.zst") and open_zstd is not None:
+                with archive.open(info) as raw, open_zstd(raw) as stream:
+                    with tarfile.open(fileobj=stream, mode="r|") as inner:
+                        _check_tar(inner, f"{what}: {info.filename}")
+
+
+def _zstd_reader() -> Any:
+    """A function from a binary stream to its zstd-decompressed stream, or None where neither Python's
+    own zstd (3.14) nor the zstandard module is there (an image's Python: the zip's names are checked)."""
+    try:
+        from compression import zstd  # type: ignore[import-not-found,unused-ignore]
+
+        return zstd.ZstdFile
+    except ImportError:
+        pass
+    try:
+        import zstandard  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    return lambda raw: zstandard.ZstdDecompressor().stream_reader(raw)
+
+
+def _check_tar(archive: tarfile.TarFile, what: str) -> None:
+    """Each member on its own (tarfile's data filter where this Python has it), then every path with
+    the archive's own symbolic links followed: a chain of links inside can still lead out."""
+    links: dict[str, str] = {}
+    members: list[tuple[str, str | None]] = []
+    for member in archive:
+        problem = _member_problem(member)
+        if problem:
+            raise InstallError(_member_refused(what, member.name, problem))
+        name = member.name
+        if member.issym():
+            links[posixpath.normpath(name)] = member.linkname
+        members.append((name, member.linkname if member.islnk() else None))
+    for name, hard_link in members:
+        for path in (name, hard_link) if hard_link is not None else (name,):
+            if not _stays_inside(path, links):
+                raise InstallError(_member_refused(what, name, "leads outside the environment through its links"))
+
+
+def _member_problem(member: tarfile.TarInfo) -> str | None:
+    """Why one member cannot be in a package, else None. tarfile's data filter would extract an
+    absolute name below the destination; a package names none, so it is refused here first."""
+    if member.name.startswith("/") or member.issym() and member.linkname.startswith("/"):
+        return "names an absolute path"
+    if member.isdev():
+        return "is a device node or a FIFO"
+    data_filter = getattr(tarfile, "data_filter", None)  # Python 3.10.12, 3.11.4, 3.12 and later
+    if data_filter is not None:
+        try:
+            data_filter(member, _NOWHERE)
+        except tarfile.FilterError as exc:
+            kind = type(exc).__name__
+            return _FILTER_REFUSALS.get(kind, f"is refused by tarfile's data filter ({kind})")
+    return None
+
+
+def _stays_inside(path: str, links: dict[str, str]) -> bool:
+    """Whether `path`, relative to the archive's root, resolves inside it with the archive's symbolic
+    links (`links`, by normalised name) followed as the file system would, up to 40 hops."""
+    pending = [part for part in reversed(path.split("/"))]
+    resolved: list[str] = []
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not resolved:
+                return False
+            resolved.pop()
+            continue
+        resolved.append(part)
+        target = links.get("/".join(resolved))
+        if target is not None:
+            hops += 1
+            if hops > 40 or target.startswith("/"):
+                return False
+            resolved.pop()
+            pending.extend(reversed(target.split("/")))
+    return True
+
+
+def _member_refused(what: str, name: str, problem: str) -> str:
+    return (f"{what}: its member {_shown(name)} {problem}; a package's files must stay inside the environment: "
+            "the package is not what its channel published, nothing was installed")
 
 
 class _Transfer:
@@ -406,37 +535,51 @@ def _download(url: str, target: Path, deadline: float, what: str, stop: object =
 
 
 def _fetch_http(url: str, out: Any, transfer: _Transfer, deadline: float, what: str, stop: object) -> None:
-    import http.client
-
+    """One request for the rest of `url` (a Range request when some of it came already), within the
+    connect and read timeout; a failure worth another try raises _Retryable."""
     headers = {"Range": f"bytes={transfer.size}-"} if transfer.size else {}
     request = urllib.request.Request(url, headers=headers)  # the caller checked the scheme
     timeout = max(1.0, min(_REQUEST_TIMEOUT_S, deadline - time.monotonic()))
     try:
         with urllib.request.urlopen(request, timeout=timeout) as src:  # scheme checked
-            if transfer.size and src.status != 206:  # the server ignored the range: from the start again
-                out.seek(0)
-                out.truncate()
-                transfer.restart()
-            length = src.headers.get("Content-Length")
-            expected = transfer.size + int(length) if length and length.isdigit() and len(length) < 20 else None
-            if expected is not None and expected > _MAX_PACKAGE_BYTES:
-                raise InstallError(_too_large(what, url))
-            _copy_hashing(src, out, transfer, deadline, what, stop)
-            if expected is not None and transfer.size < expected:  # read1 ends quietly at a dropped connection
-                raise _Retryable(f"the connection closed after {transfer.size} of {expected} bytes")
-    except urllib.error.HTTPError as exc:
+            _receive(src, url, out, transfer, deadline, what, stop)
+    except Exception as exc:  # noqa: BLE001 - sorted into retry or refusal right here
+        raise _http_failure(exc, url, what, timeout) from None
+
+
+def _receive(src: Any, url: str, out: Any, transfer: _Transfer, deadline: float, what: str, stop: object) -> None:
+    if transfer.size and src.status != 206:  # the server ignored the range: from the start again
+        out.seek(0)
+        out.truncate()
+        transfer.restart()
+    length = src.headers.get("Content-Length")
+    expected = transfer.size + int(length) if length and length.isdigit() and len(length) < 20 else None
+    if expected is not None and expected > _MAX_PACKAGE_BYTES:
+        raise InstallError(_too_large(what, url))
+    _copy_hashing(src, out, transfer, deadline, what, stop)
+    if expected is not None and transfer.size < expected:  # read1 ends quietly at a dropped connection
+        raise _Retryable(f"the connection closed after {transfer.size} of {expected} bytes")
+
+
+def _http_failure(exc: Exception, url: str, what: str, timeout: float) -> Exception:
+    """What a failed request means: a server error, a silence or a dropped connection is tried again
+    (_Retryable); any other failure is the user's one line (InstallError)."""
+    import http.client
+
+    if isinstance(exc, (InstallError, _Retryable)):
+        return exc
+    if isinstance(exc, urllib.error.HTTPError):
         if exc.code >= 500 or exc.code == 429:
-            raise _Retryable(f"HTTP {exc.code}") from None
-        raise InstallError(f"{what}: cannot download {url} (HTTP {exc.code} {exc.reason})") from None
-    except TimeoutError:
-        raise _Retryable(f"no answer for {timeout:.0f} s") from None
-    except (http.client.HTTPException, ConnectionError) as exc:
-        raise _Retryable(type(exc).__name__) from None
-    except OSError as exc:
-        reason = getattr(exc, "reason", None) or exc.strerror or exc
-        if isinstance(reason, TimeoutError):
-            raise _Retryable(f"no answer for {timeout:.0f} s") from None
-        raise InstallError(f"{what}: cannot download {url} ({reason})") from None
+            return _Retryable(f"HTTP {exc.code}")
+        return InstallError(f"{what}: cannot download {url} (HTTP {exc.code} {exc.reason})")
+    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
+    if isinstance(exc, TimeoutError) or isinstance(reason, TimeoutError):
+        return _Retryable(f"no answer for {timeout:.0f} s")
+    if isinstance(exc, (http.client.HTTPException, ConnectionError)):
+        return _Retryable(type(exc).__name__)
+    if isinstance(exc, OSError):
+        return InstallError(f"{what}: cannot download {url} ({reason})")
+    raise exc
 
 
 def _copy_local(url: str, out: Any, transfer: _Transfer, deadline: float, what: str, stop: object) -> None:

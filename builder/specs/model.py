@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, core_schema
 
 from builder.errors import UsageError
+from builder.safe_io.confine import OutsideFolder, confined
 from builder.specs.cuda import CPU, CudaVersion, cuda_or_cpu, target_key
 from builder.specs.gpus import capability_of
 from builder.userfile import read_yaml
@@ -336,10 +337,9 @@ def load_spec(path: Path) -> EnvSpec:
 def _check_ca_paths(spec: EnvSpec, path: Path) -> None:
     """A spec names CA files beside it: a spec from elsewhere must not pull /etc/ssl/private/... or
     ../../secrets into an image. (`--ca-cert` is how a user adds a file from anywhere.)"""
-    folder = path.parent.resolve()
     for name in spec.ca_certificates:
-        relative = Path(name)
-        inside = (folder / relative).resolve()
-        if relative.is_absolute() or ".." in relative.parts or not inside.is_relative_to(folder):
+        try:
+            confined(path.parent, name, plain_relative=True)
+        except OutsideFolder:
             raise UsageError(f"{path}: ca_certificates: {name!r} must be a file under the spec's folder "
-                             "(no absolute or ../ paths); pass other files with --ca-cert")
+                             "(no absolute or ../ paths); pass other files with --ca-cert") from None

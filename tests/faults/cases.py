@@ -220,6 +220,12 @@ CASES += [
          error=("character device", "regular file"), timeout=30),
     Case("init-from-nested", ("init", "--from", "environment.yml", "--out", "team.yaml"), exit=2,
          error=("nested",), setup=with_file("environment.yml", NESTED)),
+    # a requirements file's includes stay in its folder: a pull request's -r cannot read CI secrets
+    Case("init-from-include-of-environ", ("init", "--from", "requirements.txt", "--out", "team.yaml"), exit=2,
+         error=("/proc/self/environ", "outside", "--allow-outside"),
+         setup=with_file("requirements.txt", "torch==2.13.0\n-r /proc/self/environ\n")),
+    Case("lint-include-of-parent", ("lint", "requirements.txt"), exit=2, error=("../secrets.txt", "--allow-outside"),
+         setup=with_file("requirements.txt", "torch==2.13.0\n-c ../secrets.txt\n")),
 
     # render
     Case("render-unknown-target", ("render", "team.yaml", "--cuda", "99.9"), exit=2, error=("no target 99.9",),

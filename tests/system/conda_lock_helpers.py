@@ -39,12 +39,13 @@ def small_package(name: str, version: str, build: str, subdir: str, depends: tup
 
 
 def venv_python_package(subdir: str) -> CondaPackage:
-    """A `python` whose bin/python is this machine's base interpreter run as a venv rooted at the
-    prefix (pyvenv.cfg): pip then installs into the prefix; the base's pip is visible to it."""
+    """A `python` whose bin/python is a copy of this machine's base interpreter run as a venv rooted at
+    the prefix (pyvenv.cfg, as `venv --copies`): pip then installs into the prefix; the base's pip is
+    visible to it. A copy, not a link: the installer refuses a package whose link leads out of the prefix."""
     base = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
     cfg = f"home = {base.parent}\ninclude-system-site-packages = true\nversion = {sys.version.split()[0]}\n"
     return CondaPackage("python", "3.11.7", "h0_0", subdir=subdir,
-                        files=(PackageFile("bin/python", symlink_to=str(base)), PackageFile("pyvenv.cfg", cfg.encode())))  # fmt: skip
+                        files=(PackageFile("bin/python", base.read_bytes(), mode=0o755), PackageFile("pyvenv.cfg", cfg.encode())))  # fmt: skip
 
 
 def small_world(*, newer: bool = False, real_python: bool = False) -> list[CondaPackage]:

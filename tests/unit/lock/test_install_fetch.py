@@ -113,3 +113,52 @@ def test_a_url_is_never_expanded_from_the_environment(url: str, tmp_path: Path, 
     with pytest.raises(InstallError, match="placeholder|control or line") as refused:
         install._download(url, tmp_path / "out", time.monotonic() + 60, "a")
     assert "hunter2" not in str(refused.value)
+
+
+class _Statuses(BaseHTTPRequestHandler):
+    """Answers each request with the next status of `statuses`; a 200 sends the payload."""
+
+    statuses: list[int] = []
+    calls = 0
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # http.server's method name
+        status = self.statuses[min(type(self).calls, len(self.statuses) - 1)]
+        type(self).calls += 1
+        self.send_response(status)
+        body = PAYLOAD if status == 200 else b"no\n"
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.parametrize(("statuses", "outcome"), [([503, 429, 200], "done"), ([404], "HTTP 404"),
+                                                   ([500], "HTTP 500; tried 4 times")])
+def test_a_server_error_is_tried_again_and_a_missing_file_is_one_line(statuses: list[int], outcome: str, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    _Statuses.statuses, _Statuses.calls = statuses, 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Statuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(install, "_RETRY_PAUSE_S", 0.0)
+    url = f"http://127.0.0.1:{server.server_address[1]}/linux-64/a-1-0.conda"
+    try:
+        if outcome == "done":
+            assert install._download(url, tmp_path / "a", time.monotonic() + 60, "a")[2] == len(PAYLOAD)
+        else:
+            with pytest.raises(InstallError, match=outcome) as refused:
+                install._download(url, tmp_path / "a", time.monotonic() + 60, "a")
+            assert len(str(refused.value).splitlines()) == 1
+    finally:
+        server.shutdown()
+    assert _Statuses.calls == {"done": 3, "HTTP 404": 1}.get(outcome, 4)
+
+
+def test_a_refused_connection_is_one_line(tmp_path: Path) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there now
+    with pytest.raises(InstallError, match="cannot download .*refused"):
+        install._download(f"http://127.0.0.1:{port}/linux-64/a-1-0.conda", tmp_path / "a", time.monotonic() + 60, "a")
