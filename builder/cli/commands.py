@@ -139,20 +139,21 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], allow_outsi
         return
     if path is None:
         raise UsageError("envbuild lint needs a PATH (a spec or an environment file), or --rules")
-    unknown = [rule for rule in only if rule not in LINT]
-    if unknown:
-        raise UsageError(f"--rule {unknown[0]}: no such rule; `envbuild lint --rules` lists them")
     findings = lint_path(path, only, allow_outside)
     if as_json:
         click.echo(findings_to_json(findings, path=str(path)))
     else:
-        for finding in findings:
-            click.echo(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
-                       + (f" (fix: {finding.fix})" if finding.fix else ""))
-        if not findings:
-            click.echo(f"{path}: no findings")
+        _print_findings(path, findings)
     if any(f.is_error for f in findings):
         raise SystemExit(1)
+
+
+def _print_findings(path: Path, findings: list) -> None:
+    for finding in findings:
+        click.echo(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
+                   + (f" (fix: {finding.fix})" if finding.fix else ""))
+    if not findings:
+        click.echo(f"{path}: no findings")
 
 
 @cli.command()
@@ -333,28 +334,21 @@ def images(spec: Path, as_json: bool) -> None:
 def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_cuda: str | None, only: str | None,
           pull: bool, smoke_container: ContainerFlags, as_json: bool) -> None:
     """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
-    from builder.image.smoke_run import image_expectations, run_in_image, run_local
+    from builder.image.smoke_run import run_labelled_image, run_local
 
     flags = smoke_container
-    if local and image_name:
-        raise UsageError(f"--local tests this Python, IMAGE ({image_name}) an image: give one of them")
-    if not local and not image_name:
-        raise UsageError("give an IMAGE to test, or --local for this Python")
-    if pull and not image_name:
-        raise UsageError("--pull pulls the IMAGE to test: give one, or drop --pull for --local")
-    if pull and image_name:
-        from builder.image.build import pull_reference  # the engine client: loaded only to pull, not for --local
-
-        pull_reference(image_name)
-    if local or image_name is None:
+    _check_smoke_subject(image_name, local, pull)
+    if image_name is None:
         report = run_local(flags.require_gpus, expect_torch, expect_cuda, only, flags.timeout)
         title = "smoke: this Python"
     else:
-        container = flags.container()
-        labelled_torch, labelled_cuda = image_expectations(image_name)
-        report = run_in_image(image_name, container=container, require_gpus=flags.require_gpus,
-                              expect_torch=expect_torch or labelled_torch,
-                              expect_cuda=expect_cuda or labelled_cuda, only=only, timeout=flags.timeout)
+        if pull:
+            from builder.image.build import pull_reference  # the engine client: loaded only to pull, not for --local
+
+            pull_reference(image_name)
+        report = run_labelled_image(image_name, container=flags.container(), require_gpus=flags.require_gpus,
+                                    expect_torch=expect_torch, expect_cuda=expect_cuda, only=only,
+                                    timeout=flags.timeout)
         title = f"smoke: {image_name}"
     if as_json:
         reports.print_json(report.as_dict())
@@ -367,6 +361,16 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
         reports.write_junit(flags.junit, "envbuild.smoke", report.checks)
     if report.failed:
         raise SystemExit(1)
+
+
+def _check_smoke_subject(image_name: str | None, local: bool, pull: bool) -> None:
+    """Exactly one of IMAGE and --local; --pull only with an IMAGE."""
+    if local and image_name:
+        raise UsageError(f"--local tests this Python, IMAGE ({image_name}) an image: give one of them")
+    if not local and not image_name:
+        raise UsageError("give an IMAGE to test, or --local for this Python")
+    if pull and not image_name:
+        raise UsageError("--pull pulls the IMAGE to test: give one, or drop --pull for --local")
 
 
 @cli.command()
@@ -396,21 +400,25 @@ def doctor(spec: Path | None, save_to: Path | None, fleet_files: tuple[Path, ...
     if as_json:
         reports.print_json(report.as_dict())
     else:
-        reports.print_table("host", ["fact", "value"], report.host_rows())
-        if report.host.gpus:
-            reports.print_table("GPUs, most free memory first",
-                                ["index", "name", "arch", "MIG", "free", "total", "util", "UUID / bus"],
-                                report.gpu_rows())
-        if report.process_rows():
-            reports.print_table("GPU processes", ["GPU", "PID", "name", "memory"], report.process_rows())
-        problems = report.problem_rows()
-        if problems:
-            reports.print_table("problems", ["level", "what", "problem", "fix"], problems)
-        if resolved:
-            reports.print_table(f"{resolved[0].name}: targets on this host",
-                                ["target", "torch", "CUDA", "route", "verdict", "why", "fix"], report.target_rows())
+        _print_doctor(report, resolved[0].name if resolved else None)
     if report.cannot_run:
         raise SystemExit(1)
+
+
+def _print_doctor(report, env_name: str | None) -> None:
+    reports.print_table("host", ["fact", "value"], report.host_rows())
+    if report.host.gpus:
+        reports.print_table("GPUs, most free memory first",
+                            ["index", "name", "arch", "MIG", "free", "total", "util", "UUID / bus"],
+                            report.gpu_rows())
+    if report.process_rows():
+        reports.print_table("GPU processes", ["GPU", "PID", "name", "memory"], report.process_rows())
+    problems = report.problem_rows()
+    if problems:
+        reports.print_table("problems", ["level", "what", "problem", "fix"], problems)
+    if env_name is not None:
+        reports.print_table(f"{env_name}: targets on this host",
+                            ["target", "torch", "CUDA", "route", "verdict", "why", "fix"], report.target_rows())
 
 
 def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> None:
@@ -581,29 +589,12 @@ def ci(provider: str, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
        as_json: bool) -> None:
     """Write a GitHub or GitLab pipeline (lock check, a build per target, GPU and CPU smoke jobs), or
     Kubernetes Jobs that smoke-test each CUDA target's pushed image on a cluster's GPUs (k8s)."""
-    from builder.teams.ci import K8S, CiOptions, Provider, parse_labels, write_k8s_jobs, write_pipeline
-    from builder.teams.k8s import K8sOptions, parse_images
+    from builder.teams.ci import K8S, CiOptions, Provider, parse_labels, write_pipeline
 
     env_spec = load_spec(spec)
-    given = {"--gpu-runner-labels": ci_jobs.gpu_runner_labels, "--cpu-runner-labels": ci_jobs.cpu_runner_labels,
-             "--install-from": ci_jobs.install_from} if provider == K8S else \
-        {"--registry": k8s.registry, "--image": k8s.images, "--gpu-product": k8s.gpu_products,
-         "--namespace": k8s.namespace}
-    misplaced = [name for name, value in given.items() if value]
-    if misplaced:
-        raise UsageError(f"{misplaced[0]} does not apply to `envbuild ci {provider}`")
+    _check_ci_flags(provider, ci_jobs, k8s)
     if provider == K8S:
-        manifests = write_k8s_jobs(env_spec, spec, resolve_targets(env_spec), out, K8sOptions(
-            images=parse_images(k8s.images), registry=k8s.registry, gpu_products=tuple(k8s.gpu_products),
-            require_gpus=ci_jobs.require_gpus or 1, namespace=k8s.namespace), force)
-        if as_json:
-            reports.print_json(manifests.as_dict())
-            return
-        click.echo(f"wrote {manifests.path}: {len(manifests.jobs)} Kubernetes Job(s) for {env_spec.name}")
-        reports.print_table(f"{manifests.path}: jobs", ["job", "target", "GPU product", "image"], [
-            [job.name, job.target, job.gpu_product or "(any)", job.image] for job in manifests.jobs])
-        for note in manifests.notes:
-            click.echo(f"note: {note}", err=True)
+        _ci_k8s(env_spec, spec, out, ci_jobs, k8s, force, as_json)
         return
     options = CiOptions(
         gpu_runner_labels=parse_labels(ci_jobs.gpu_runner_labels, "--gpu-runner-labels"),
@@ -614,8 +605,43 @@ def ci(provider: str, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
     pipeline = write_pipeline(cast(Provider, provider), env_spec, spec, resolve_targets(env_spec), out, options, force)
     if as_json:
         reports.print_json(pipeline.as_dict())
+    else:
+        _print_pipeline(pipeline, provider, env_spec.name, spec)
+
+
+def _check_ci_flags(provider: str, ci_jobs: CiJobFlags, k8s: K8sFlags) -> None:
+    """The runner flags are for github/gitlab, the cluster flags for k8s: one given to the other is refused."""
+    from builder.teams.ci import K8S
+
+    given = {"--gpu-runner-labels": ci_jobs.gpu_runner_labels, "--cpu-runner-labels": ci_jobs.cpu_runner_labels,
+             "--install-from": ci_jobs.install_from} if provider == K8S else \
+        {"--registry": k8s.registry, "--image": k8s.images, "--gpu-product": k8s.gpu_products,
+         "--namespace": k8s.namespace}
+    misplaced = [name for name, value in given.items() if value]
+    if misplaced:
+        raise UsageError(f"{misplaced[0]} does not apply to `envbuild ci {provider}`")
+
+
+def _ci_k8s(env_spec, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8sFlags, force: bool,
+            as_json: bool) -> None:
+    from builder.teams.ci import write_k8s_jobs
+    from builder.teams.k8s import K8sOptions, parse_images
+
+    manifests = write_k8s_jobs(env_spec, spec, resolve_targets(env_spec), out, K8sOptions(
+        images=parse_images(k8s.images), registry=k8s.registry, gpu_products=tuple(k8s.gpu_products),
+        require_gpus=ci_jobs.require_gpus or 1, namespace=k8s.namespace), force)
+    if as_json:
+        reports.print_json(manifests.as_dict())
         return
-    click.echo(f"wrote {pipeline.path}: {provider} pipeline for {env_spec.name}")
+    click.echo(f"wrote {manifests.path}: {len(manifests.jobs)} Kubernetes Job(s) for {env_spec.name}")
+    reports.print_table(f"{manifests.path}: jobs", ["job", "target", "GPU product", "image"], [
+        [job.name, job.target, job.gpu_product or "(any)", job.image] for job in manifests.jobs])
+    for note in manifests.notes:
+        click.echo(f"note: {note}", err=True)
+
+
+def _print_pipeline(pipeline, provider: str, env_name: str, spec: Path) -> None:
+    click.echo(f"wrote {pipeline.path}: {provider} pipeline for {env_name}")
     if pipeline.install.requirement:
         click.echo(f"jobs install {pipeline.install.requirement} ({pipeline.install.origin})")
     else:
@@ -645,7 +671,7 @@ def matrix(spec: Path, cuda: tuple[TargetId, ...], build: BuildFlags, locks: Loc
     """Lock-check, build and smoke-test every target of SPEC on this host (what a GPU runner runs);
     exit 1 if anything failed."""
     from builder.image.progress import build_progress
-    from builder.teams.matrix import run_matrix
+    from builder.teams.matrix import first_error, run_matrix
 
     resolved = resolve_targets(build.spec(spec), cuda, sources)
     flags = smoke_container
@@ -655,33 +681,35 @@ def matrix(spec: Path, cuda: tuple[TargetId, ...], build: BuildFlags, locks: Loc
     if as_json:
         reports.print_json([row.as_dict() for row in rows])
     else:
-        reports.print_table(
-            f"{resolved[0].name}: matrix on this host",
-            ["target", "torch", "CUDA", "lock", "image", "size", "passed", "failed", "skipped", "seconds", "result"],
-            [[r.target, r.torch, r.cuda, r.lock, r.image, reports.human_size(r.image_size),
-              r.summary.get("passed", ""), r.summary.get("failed", ""), r.summary.get("skipped", ""),
-              f"{r.seconds:.0f}", r.result] for r in rows],
-        )
-        for row in rows:
-            for note in row.notes:
-                click.echo(f"{row.target}: note: {note}", err=True)
-            if row.error and row is not _first_error(rows):
-                click.echo(f"{row.target}: {row.stage} failed: {row.error}", err=True)
-            for check in row.checks:
-                if check["status"] == "failed":
-                    click.echo(f"{row.target}: {check['name']} failed: {check.get('reason', '')}", err=True)
+        _print_matrix(rows, resolved[0].name)
     if flags.junit:  # after the results are out: a report that cannot be written does not hide them
         reports.write_junit(flags.junit, f"envbuild.matrix.{resolved[0].name}",
                             [case for row in rows for case in row.junit_cases()])
-    failed = _first_error(rows)
+    failed = first_error(rows)
     if failed is not None:
         raise EnvbuildError(f"{failed.target}: {failed.stage} failed: {failed.error}")
     if not all(row.ok for row in rows):
         raise SystemExit(1)
 
 
-def _first_error(rows):
-    return next((row for row in rows if row.error), None)
+def _print_matrix(rows: list, env_name: str) -> None:
+    """The table, then on stderr each row's notes, its error (the first one is the Error line) and failed checks."""
+    from builder.teams.matrix import first_error
+
+    reports.print_table(
+        f"{env_name}: matrix on this host",
+        ["target", "torch", "CUDA", "lock", "image", "size", "passed", "failed", "skipped", "seconds", "result"],
+        [[r.target, r.torch, r.cuda, r.lock, r.image, reports.human_size(r.image_size),
+          r.summary.get("passed", ""), r.summary.get("failed", ""), r.summary.get("skipped", ""),
+          f"{r.seconds:.0f}", r.result] for r in rows],
+    )
+    for row in rows:
+        for note in row.notes:
+            click.echo(f"{row.target}: note: {note}", err=True)
+        if row.error and row is not first_error(rows):
+            click.echo(f"{row.target}: {row.stage} failed: {row.error}", err=True)
+        for check in row.failed_checks():
+            click.echo(f"{row.target}: {check['name']} failed: {check.get('reason', '')}", err=True)
 
 
 @cli.command()
@@ -697,16 +725,32 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
             sources: Sources, as_json: bool) -> None:
     """A new team member's path: the local environment of SPEC from its lock, a Jupyter kernel, the smoke
     suite in it, and what to do next (--image: the image and its `docker run` line)."""
-    from builder.image.progress import build_progress
+    from builder.specs.target import with_images
     from builder.teams import onboard as path
 
-    def echo(line: str) -> None:
-        click.echo(line, err=True)
+    wants_image = bool(image_path.as_image or image_path.pull)
+    _check_onboard_flags(wants_image, local_env, image_path)
+    env_spec = with_images(load_spec(spec), image_path.base_image, image_path.builder_image)
+    resolved = resolve_targets(env_spec, (cuda,) if cuda else (), sources)
+    if wants_image:
+        _onboard_image(resolved, bool(cuda), image_path, locks, as_json)
+        return
+    result = path.onboard(resolved, asked=bool(cuda), options=local_env.options(spec), locks=locks.policy(),
+                          echo=_echo_err)
+    if as_json:
+        reports.print_json(result.as_dict())
+    else:
+        _print_onboard(result)
+    if result.failed:
+        raise SystemExit(1)
 
-    from builder.image.build import BuildOptions
-    from builder.specs.target import with_images
 
-    wants_image = image_path.as_image or image_path.pull
+def _echo_err(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _check_onboard_flags(wants_image: bool, local_env: LocalEnvFlags, image_path: ImagePathFlags) -> None:
+    """The local environment's flags are refused with --image/--pull, the image build's without."""
     image_only = {"--base-image": image_path.base_image, "--builder-image": image_path.builder_image,
                   "--network": image_path.network}
     local_only = {"--prefix": local_env.prefix, "--name": local_env.name, "--kernel-dir": local_env.kernel_dir,
@@ -715,40 +759,39 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
     if misplaced:
         where = "a local environment, not with --image/--pull" if wants_image else "--image builds"
         raise UsageError(f"{', '.join(misplaced)}: for {where}")
-    env_spec = with_images(load_spec(spec), image_path.base_image, image_path.builder_image)
-    resolved = resolve_targets(env_spec, (cuda,) if cuda else (), sources)
-    if wants_image:
-        image_result = path.onboard_image(resolved, asked=bool(cuda), pull=image_path.pull, locks=locks.policy(),
-                                          options=BuildOptions(network=image_path.network), progress=build_progress,
-                                          echo=echo)
-        if as_json:
-            reports.print_json(image_result.as_dict())
-        else:
-            click.echo(f"{image_result.image} ({image_result.how}); run it with:\n  {image_result.run_command}")
-            gpus = " --gpus all" if image_result.cuda else ""
-            click.echo(f"smoke-test it: envbuild smoke {image_result.image}{gpus}")
-        return
-    result = path.onboard(resolved, asked=bool(cuda), options=local_env.options(spec), locks=locks.policy(),
-                          echo=echo)
+
+
+def _onboard_image(resolved: list, asked: bool, image_path: ImagePathFlags, locks: LockFlags, as_json: bool) -> None:
+    from builder.image.build import BuildOptions
+    from builder.image.progress import build_progress
+    from builder.teams.onboard import onboard_image
+
+    image_result = onboard_image(resolved, asked=asked, pull=image_path.pull, locks=locks.policy(),
+                                 options=BuildOptions(network=image_path.network), progress=build_progress,
+                                 echo=_echo_err)
     if as_json:
-        reports.print_json(result.as_dict())
-    else:
-        runtime = f"CUDA {result.cuda}" if result.cuda else "CPU"
-        click.echo(f"target: {result.target} (torch {result.torch}, {runtime}): {result.reason}")
-        click.echo(f"environment: {result.prefix} ({result.status}, installer: {result.installer}, "
-                   f"lock: {result.lock})")
-        kernel = result.kernel
-        click.echo(f"Jupyter kernel: {kernel.name} \"{kernel.display_name}\" at {kernel.path}"
-                   if kernel is not None and kernel.path else "Jupyter kernel: none (see next)")
-        if result.smoke:
-            reports.print_table(f"smoke: {result.prefix / 'bin' / 'python'}", result.smoke.TABLE_COLUMNS,
-                                result.smoke.table_rows())
-            click.echo(f"smoke: {result.smoke.summary_line()}")
-        click.echo("next:")
-        for step in result.next_steps:
-            click.echo(f"  {step}")
-    if result.failed:
-        raise SystemExit(1)
+        reports.print_json(image_result.as_dict())
+        return
+    click.echo(f"{image_result.image} ({image_result.how}); run it with:\n  {image_result.run_command}")
+    gpus = " --gpus all" if image_result.cuda else ""
+    click.echo(f"smoke-test it: envbuild smoke {image_result.image}{gpus}")
+
+
+def _print_onboard(result) -> None:
+    runtime = f"CUDA {result.cuda}" if result.cuda else "CPU"
+    click.echo(f"target: {result.target} (torch {result.torch}, {runtime}): {result.reason}")
+    click.echo(f"environment: {result.prefix} ({result.status}, installer: {result.installer}, "
+               f"lock: {result.lock})")
+    kernel = result.kernel
+    click.echo(f"Jupyter kernel: {kernel.name} \"{kernel.display_name}\" at {kernel.path}"
+               if kernel is not None and kernel.path else "Jupyter kernel: none (see next)")
+    if result.smoke:
+        reports.print_table(f"smoke: {result.prefix / 'bin' / 'python'}", result.smoke.TABLE_COLUMNS,
+                            result.smoke.table_rows())
+        click.echo(f"smoke: {result.smoke.summary_line()}")
+    click.echo("next:")
+    for step in result.next_steps:
+        click.echo(f"  {step}")
 
 
 @cli.command()

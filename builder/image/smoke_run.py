@@ -383,3 +383,13 @@ def image_expectations(image: str, client=None) -> tuple[str | None, str | None]
         raise EnvbuildError(f"no image {image!r} on this engine; build it with `envbuild image`, "
                             "or `docker pull` it") from None
     return labels.get("io.envbuild.torch"), labels.get("io.envbuild.cuda")
+
+
+def run_labelled_image(image: str, *, container: ContainerOptions, require_gpus: int = 0,
+                       expect_torch: str | None = None, expect_cuda: str | None = None, only: str | None = None,
+                       timeout: float = 900) -> SmokeRun:
+    """run_in_image expecting the torch and CUDA given, else those the image's labels name."""
+    labelled_torch, labelled_cuda = image_expectations(image)
+    return run_in_image(image, container=container, require_gpus=require_gpus,
+                        expect_torch=expect_torch or labelled_torch, expect_cuda=expect_cuda or labelled_cuda,
+                        only=only, timeout=timeout)

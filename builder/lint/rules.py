@@ -446,7 +446,12 @@ def lint_reading(reading: Reading, only: Iterable[str] = ()) -> list[Finding]:
 
 def lint_path(path: Path, only: Iterable[str] = (), allow_outside: bool = False) -> list[Finding]:
     """An envbuild spec (a mapping with `torch` and `targets`) or any file `envbuild init --from` reads;
-    `allow_outside`: a requirements file may include one outside its folder."""
+    `only` names the rules to run (an unknown one is a UsageError); `allow_outside`: a requirements file may
+    include one outside its folder."""
+    only = tuple(only)
+    unknown = [rule for rule in only if rule not in LINT]
+    if unknown:
+        raise UsageError(f"--rule {unknown[0]}: no such rule; `envbuild lint --rules` lists them")
     if is_spec_file(path):
         return lint_spec(load_spec(path), only)
     return lint_reading(read_source(path, allow_outside), only)

@@ -61,6 +61,9 @@ class MatrixRow:
             "stage_seconds": {stage: round(seconds, 3) for stage, seconds in self.stage_seconds.items()},
         }
 
+    def failed_checks(self) -> list[dict]:
+        return [check for check in self.checks if check["status"] == "failed"]
+
     def junit_cases(self) -> Iterator[dict]:
         """A case per stage (the smoke stage's are its checks), named after the target."""
         reached = STAGES.index(self.stage)
@@ -77,6 +80,11 @@ class MatrixRow:
                    "seconds": self.stage_seconds.get(stage, 0.0)}
         for check in self.checks:
             yield {**check, "name": f"{self.target}.{check['name']}", "classname": self.target}
+
+
+def first_error(rows: Sequence[MatrixRow]) -> MatrixRow | None:
+    """The first row that stopped on an error (the one a command's Error line names)."""
+    return next((row for row in rows if row.error), None)
 
 
 def run_matrix(
