@@ -6,6 +6,7 @@ none repeats a module-level import."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -20,6 +21,19 @@ LAZY_BY_DESIGN = {
     "builder/lock/solver_client.py", "builder/lock/solver_shim.py", "builder/lock/install.py",
 }
 OURS = {"builder", "smoke"}
+# The third-party libraries a module may import inside a function without a comment (it needs them on one
+# path alone), by import name, with the words docs/architecture.md uses for each.
+ONE_PATH_LIBRARIES = {
+    "rattler": "rattler", "docker": "docker", "requests": "requests", "urllib3": "urllib3",
+    "conda_lock": "conda-lock", "uv": "uv", "rich": "rich", "jupyter_core": "jupyter_core",
+    "packaging": "packaging", "pip": "pip's index names", "dockerfile": "the Dockerfile parser",
+}
+
+
+def _doc_paragraph() -> str:
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start = doc.index("Imports placed inside a function")
+    return re.sub(r"\s+", " ", doc[start:doc.index("\n\n", start)])
 
 
 def _function_imports(path: Path):
@@ -58,3 +72,20 @@ def test_function_imports_of_the_stdlib_or_envbuild_say_why_outside_the_named_pl
         if root in sys.stdlib_module_names or root in OURS:
             unexplained.append(f"{path}:{line} {module}")
     assert unexplained == []
+
+
+def test_function_imports_of_other_libraries_are_the_ones_the_doc_lists() -> None:
+    unlisted = []
+    for path, line, module, commented, _ in _places():
+        root = module.split(".")[0]
+        if path in LAZY_BY_DESIGN or commented or root in sys.stdlib_module_names or root in OURS:
+            continue
+        if root not in ONE_PATH_LIBRARIES:
+            unlisted.append(f"{path}:{line} {module}")
+    assert unlisted == []
+
+
+def test_the_doc_names_the_places_and_libraries_this_test_allows() -> None:
+    paragraph = _doc_paragraph()
+    assert [p for p in sorted(LAZY_BY_DESIGN) if f"`{p}`" not in paragraph] == []
+    assert [w for w in ONE_PATH_LIBRARIES.values() if not re.search(rf"[ (,]{re.escape(w)}[ ,)]", paragraph)] == []
