@@ -42,24 +42,39 @@ def driver_runs(machine: Machine, cuda: CudaVersion, compat: CompatData) -> str 
     oldest driver of that CUDA major, under minor-version compatibility; else not at all.
     """
     if machine.driver_version:
-        toolkit = compat.toolkit(cuda)
-        full = toolkit.full_compat_driver if toolkit else None
-        minimum = compat.min_driver(cuda)
-        version = version_tuple(machine.driver_version)
-        if full and version >= version_tuple(full):
-            return "runs"
-        trusted = trusted_driver_cuda(machine, compat)
-        if trusted is not None and trusted >= cuda and (minimum is None or version >= version_tuple(minimum)):
-            return "runs"
-        if minimum and version >= version_tuple(minimum):
-            return "minor"
-        if minimum or full:
-            return None
-    if machine.driver_cuda is None:
-        return "runs"  # nothing known about the driver: no reason to rule a build out
-    if cuda <= machine.driver_cuda:
+        verdict = _by_driver_version(machine, machine.driver_version, cuda, compat)
+        if verdict != _UNDECIDED:
+            return verdict
+    return _by_driver_cuda(machine.driver_cuda, cuda)
+
+
+# The compatibility data knows no driver for that CUDA: the driver's version cannot decide.
+_UNDECIDED = "undecided"
+
+
+def _by_driver_version(machine: Machine, driver_version: str, cuda: CudaVersion, compat: CompatData) -> str | None:
+    toolkit = compat.toolkit(cuda)
+    full = toolkit.full_compat_driver if toolkit else None
+    minimum = compat.min_driver(cuda)
+    version = version_tuple(driver_version)
+    if full and version >= version_tuple(full):
         return "runs"
-    if cuda.major == machine.driver_cuda.major:
+    trusted = trusted_driver_cuda(machine, compat)
+    if trusted is not None and trusted >= cuda and (minimum is None or version >= version_tuple(minimum)):
+        return "runs"
+    if minimum and version >= version_tuple(minimum):
+        return "minor"
+    if minimum or full:
+        return None
+    return _UNDECIDED
+
+
+def _by_driver_cuda(driver_cuda: CudaVersion | None, cuda: CudaVersion) -> str | None:
+    if driver_cuda is None:
+        return "runs"  # nothing known about the driver: no reason to rule a build out
+    if cuda <= driver_cuda:
+        return "runs"
+    if cuda.major == driver_cuda.major:
         return "minor"
     return None
 

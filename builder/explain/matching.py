@@ -175,26 +175,25 @@ def _hit(family: Family, found: re.Match[str], log: LogText, code: ErrorCode | N
 def _with_extras_and_cause(hit: Hit, log: LogText) -> Hit:
     fields = dict(hit.fields)
     for extra in hit.family.extras:
-        for template in extra:
-            more = template.first(log)
-            if more is not None:
-                _merge_groups(fields, more)
-                break
-    cause = None
+        more = next((found for found in (template.first(log) for template in extra) if found is not None), None)
+        if more is not None:
+            _merge_groups(fields, more)
+    cause = _first_cause(hit, log, fields)
+    return Hit(hit.family, fields, hit.at, hit.line, hit.evidence, hit.code, cause)
+
+
+def _first_cause(hit: Hit, log: LogText, fields: dict[str, str]) -> Cause | None:
+    """The family's first cause whose condition holds (or that has none); its groups join the fields."""
     for candidate in hit.family.causes:
         if not candidate.when:
-            cause = candidate
-            break
+            return candidate
         for template in candidate.when:
             # The hit's own line first (`undefined symbol: _ZN3c10` says which library), then the log.
             matched = template.regex.search(hit.evidence) or template.first(log)
             if matched is not None:
                 _merge_groups(fields, matched)
-                cause = candidate
-                break
-        if cause is not None:
-            break
-    return Hit(hit.family, fields, hit.at, hit.line, hit.evidence, hit.code, cause)
+                return candidate
+    return None
 
 
 def _merge_groups(fields: dict[str, str], found: re.Match[str]) -> None:

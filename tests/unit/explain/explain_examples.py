@@ -56,6 +56,15 @@ EXAMPLES = {
     "explain.extension.cuda-mismatch": "RuntimeError:\nThe detected CUDA version (12.4) mismatches the version that "
                                        "was used to compile\nPyTorch (11.8). Please make sure to use the same CUDA "
                                        "versions.",
+    "explain.extension.apex-cuda-mismatch": "RuntimeError: Cuda extensions are being compiled with a version of Cuda "
+                                            "that does not match the version used to compile Pytorch binaries.  "
+                                            "Pytorch binaries were compiled with Cuda 11.8.",
+    "explain.lightning.gpus-unavailable": "lightning.fabric.utilities.exceptions.MisconfigurationException: You "
+                                          "requested gpu: [0, 1]\n But your machine only has: [0]",
+    "explain.poetry.solve-failed": "Because torchaudio (2.0.2) depends on torch (2.0.1)\n and no versions of "
+                                   "torchaudio match >2.0.2,<3.0.0, torchaudio (>=2.0.2,<3.0.0) requires torch "
+                                   "(2.0.1).\nSo, because demo depends on both torch (=2.1.0) and torchaudio "
+                                   "(^2.0.2), version solving failed.",
     "explain.extension.no-cuda-home": "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA "
                                       "install root.",
     "explain.xformers.built-for-other-torch": "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers "

@@ -1,0 +1,96 @@
+"""The families and causes added for answers (issue 31): each on lines written from its upstream message
+(apex's setup.py, Lightning's device parser, Poetry's solver, pip's conflict lines, torch's TCPStore, torch's
+Windows DLL loader), checked on the cause it states and the fix it gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from builder.explain.report import explain_text
+
+pytestmark = pytest.mark.unit
+
+
+def answer(text: str) -> tuple[str, str, str]:
+    report = explain_text(text)
+    assert report.findings, f"nothing recognised in {text!r}"
+    finding = report.findings[0]
+    return finding.rule, str(finding.details["cause"]), finding.fix or ""
+
+
+def test_pip_conflict_line_of_old_pip_names_the_nightly_pair():
+    rule, cause, fix = answer("ERROR: torchaudio 0.7.0 has requirement torch==1.7.0, but you'll have torch "
+                              "1.8.0.dev20201104 which is incompatible.")
+    assert rule == "explain.pip.broken-requirements"
+    assert "torchaudio 0.7.0" in cause and "torch==1.7.0" in cause and "1.8.0.dev20201104" in cause
+    assert "nightly" in cause and "--pre" in fix
+
+
+def test_pip_conflict_of_another_package_suggests_a_release_that_fits():
+    rule, cause, fix = answer("mypkg 3.1.0 requires torch==2.2.0, but you have torch 2.1.0 which is incompatible.")
+    assert rule == "explain.pip.broken-requirements"
+    assert "torch==2.2.0" in cause and "2.1.0" in cause
+    assert "release of mypkg whose requirement admits torch 2.1.0" in fix
+    assert "nightly" not in cause
+
+
+def test_poetry_companion_conflict_names_the_pair_that_solves():
+    rule, cause, fix = answer("Because torchvision (0.5.0) depends on torch (1.4.0)\n and no versions of torchvision "
+                              "match >0.5.0,<0.6.0, torchvision (>=0.5.0,<0.6.0) requires torch (1.4.0).\nSo, because "
+                              "app depends on both torch (=1.5.0) and torchvision (^0.5.0), version solving failed.")
+    assert rule == "explain.poetry.solve-failed"
+    assert "torchvision 0.5.0" in cause and "1.4.0" in cause and "1.5.0" in cause
+    assert "torchvision==0.6.0" in fix
+
+
+def test_poetry_failure_without_a_known_pair_keeps_the_general_fix():
+    rule, cause, fix = answer("Because app depends on foo (>=2) which doesn't match any versions, version solving "
+                              "failed.")
+    assert rule == "explain.poetry.solve-failed"
+    assert "general fix" in fix
+
+
+def test_apex_cuda_check_reads_both_versions_and_never_blames_the_driver():
+    rule, cause, fix = answer("Compiling cuda extensions with\nnvcc: NVIDIA (R) Cuda compiler driver\nCuda "
+                              "compilation tools, release 12.1, V12.1.105\nfrom /opt/cuda/bin\n\nRuntimeError: Cuda "
+                              "extensions are being compiled with a version of Cuda that does not match the version "
+                              "used to compile Pytorch binaries.  Pytorch binaries were compiled with Cuda 11.8.")
+    assert rule == "explain.extension.apex-cuda-mismatch"
+    assert "CUDA 12.1" in cause and "11.8" in cause and "does not match" in cause
+    assert "cuda-nvcc=11.8" in fix and "driver" not in fix
+
+
+@pytest.mark.parametrize("evidence", ["_pytorch_select           0.1                       cpu_0",
+                                      "torch==2.3.1+cpu", "CUDA used to build PyTorch: None"])
+def test_lightning_on_a_cpu_torch_says_cpu_build(evidence: str):
+    rule, cause, fix = answer("pytorch_lightning.utilities.exceptions.MisconfigurationException: \n"
+                              "        You requested GPUs: [0]\n        But your machine only has: []\n" + evidence)
+    assert rule == "explain.lightning.gpus-unavailable"
+    assert "[0]" in cause and "CPU build" in cause
+    assert "CUDA build" in fix and "driver" not in fix and "gpus=0" not in fix
+
+
+def test_lightning_without_a_cpu_build_says_torch_sees_no_gpu():
+    rule, cause, fix = answer("MisconfigurationException: You requested gpu: [1]\n But your machine only has: [0]\n"
+                              ">>> torch.cuda.is_available() False")
+    assert rule == "explain.lightning.gpus-unavailable"
+    assert "[1]" in cause and "is_available() is False" in cause
+    assert "nvidia-smi" in fix and "gpus=0" not in fix
+
+
+def test_torch_1x_bare_address_in_use_is_the_store_port():
+    rule, cause, fix = answer('  File "train.py", line 3, in <module>\nRuntimeError: Address already in use')
+    assert rule == "explain.distributed.port-in-use"
+    assert "Address already in use" in cause and "MASTER_PORT" in fix
+
+
+def test_python_socket_address_in_use_is_not_the_store():
+    report = explain_text("OSError: [Errno 98] Address already in use")
+    assert not report.findings or report.findings[0].rule != "explain.distributed.port-in-use"
+
+
+def test_fbgemm_dll_names_libomp_and_the_release_before():
+    rule, cause, fix = answer('OSError: [WinError 126] fbgemm.dll" or one of its dependencies')
+    assert rule == "explain.loader.windows-dll"
+    assert "fbgemm.dll" in cause and "libomp140" in cause
+    assert "2.3.1" in fix and "driver" not in fix
