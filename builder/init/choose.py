@@ -476,29 +476,28 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
         reading.note("(the whole file)", "assumed",
                      f"a `conda env export`: all {reading.conda_lines} installed packages were pinned there, so "
                      "every dependency is now an extra; keep in `conda:` only what you asked for")
-    data: dict[str, Any] = {
-        "name": _name(reading, name),
-        "description": f"imported from {Path(reading.source).name} by envbuild init",
-        "python": python,
-        "torch": torch,
-    }
-    if torchvision:
-        data["torchvision"] = torchvision
-    data["route"] = route.value
-    if reading.platforms:
-        data["platforms"] = reading.platforms
-    channels = _channels(reading, route, target)
-    if channels:
-        data["channels"] = channels
-    pip_index = _pip_index(reading, route)
-    if pip_index:
-        data["pip_index"] = pip_index
-    data["targets"] = [{"cuda": target}]
-    data["conda"] = list(reading.conda)
-    data["pip"] = list(reading.pip)
-    if not re.fullmatch(r"[^\x00-\x1f\x7f]*", data["description"]) or len(data["description"]) > 500:
-        data["description"] = "imported by envbuild init"
+    data = _spec_data(reading, _name(reading, name), python, torch, torchvision, route, target)
     return SpecDraft(data, tuple(reading.notes), Path(reading.source))
+
+
+def _spec_data(reading: Reading, name: str, python: str, torch: str, torchvision: str | None, route: Route,
+               target: str) -> dict[str, Any]:
+    """The spec's fields in the order a reader expects them; optional ones only when the file set them."""
+    description = f"imported from {Path(reading.source).name} by envbuild init"
+    if not re.fullmatch(r"[^\x00-\x1f\x7f]*", description) or len(description) > 500:
+        description = "imported by envbuild init"
+    optional_head = {"torchvision": torchvision}
+    optional_tail = {"platforms": reading.platforms, "channels": _channels(reading, route, target),
+                     "pip_index": _pip_index(reading, route)}
+    return {
+        "name": name, "description": description, "python": python, "torch": torch,
+        **{key: value for key, value in optional_head.items() if value},
+        "route": route.value,
+        **{key: value for key, value in optional_tail.items() if value},
+        "targets": [{"cuda": target}],
+        "conda": list(reading.conda),
+        "pip": list(reading.pip),
+    }
 
 
 def starter_draft(name: str | None = None, compat: CompatData | None = None) -> SpecDraft:

@@ -60,19 +60,25 @@ def read_dockerfile_text(text: str, source: str) -> Reading:
     stages: set[str] = set()
     for command in commands:
         keyword = command.cmd.upper()
-        if keyword == "ARG":
-            variables.declare_args(command.value)
-        elif keyword == "ENV":
-            variables.set_env(command.value)
-        elif keyword == "FROM":
+        if keyword == "FROM":
             base = _read_from(reading, command, variables, stages)
-        elif keyword == "RUN":
-            for line in _shell_lines(command):
-                for part in re.split(r"&&|\|\||;", variables.expand(line)):
-                    _read_command(reading, part.strip())
+        else:
+            _read_instruction(reading, keyword, command, variables)
     if reading.pip_torch is None and reading.conda_torch is None and base is not None:
         _read_base_image_torch(reading, base)
     return reading
+
+
+def _read_instruction(reading: Reading, keyword: str, command: Any, variables: BuildVariables) -> None:
+    """An instruction other than FROM: ARG and ENV set variables, RUN lines may install."""
+    if keyword == "ARG":
+        variables.declare_args(command.value)
+    elif keyword == "ENV":
+        variables.set_env(command.value)
+    elif keyword == "RUN":
+        for line in _shell_lines(command):
+            for part in re.split(r"&&|\|\||;", variables.expand(line)):
+                _read_command(reading, part.strip())
 
 
 def _shell_lines(command: Any) -> list[str]:

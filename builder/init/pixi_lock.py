@@ -121,12 +121,7 @@ def _locked_files(entries: list[Any]) -> tuple[dict[str, tuple[str, str, str]], 
 
 def _read_locked_conda(reading: Reading, conda: dict[str, tuple[str, str, str]]) -> None:
     """The locked torch with its build and channel (the build names its CUDA), its CUDA, torchvision, Python."""
-    for name in LOCKED_TORCH:
-        if name in conda:
-            version, build, channel = conda[name]
-            text = f"pytorch={version}={build}"
-            read_conda_text(reading, f"{channel}::{text}" if channel else text)
-            break
+    _read_locked_torch(reading, conda)
     for name in ("cuda-version", "pytorch-cuda", "cpuonly"):
         if name in conda:
             read_conda_text(reading, f"{name}={conda[name][0]}")
@@ -139,3 +134,13 @@ def _read_locked_conda(reading: Reading, conda: dict[str, tuple[str, str, str]])
         read_conda_text(reading, f"torchvision={version}={build}")
     if "python" in conda:
         read_conda_text(reading, f"python={conda['python'][0]}")
+
+
+def _read_locked_torch(reading: Reading, conda: dict[str, tuple[str, str, str]]) -> None:
+    """The first of the lock's torch packages, as a conda line with its build and channel."""
+    name = next((name for name in LOCKED_TORCH if name in conda), None)
+    if name is None:
+        return
+    version, build, channel = conda[name]
+    text = f"pytorch={version}={build}"
+    read_conda_text(reading, f"{channel}::{text}" if channel else text)

@@ -65,7 +65,22 @@ def read_source(path: Path, allow_outside: bool = False) -> Reading:
 
 
 def source_kind(path: Path) -> str:
-    name = path.name.lower()
+    """The format of a file envbuild init reads: by its name, else by its first meaningful line."""
+    kind = _kind_by_name(path.name.lower())
+    if kind:
+        return kind
+    text = read_capped(path, MAX_SPEC_BYTES, "file envbuild init reads", UsageError).decode("utf-8", "replace")
+    head = [line.strip() for line in text.splitlines()[:200]]
+    meaningful = [line for line in head if line and not line.startswith("#")]
+    if meaningful and re.match(r"(?i)(FROM|ARG)\s", meaningful[0]):
+        return "Dockerfile"
+    if meaningful and re.match(r"(name|channels|dependencies|version|metadata|package)\s*:", meaningful[0]):
+        return "environment.yml"
+    raise UsageError(f"{path}: not a file envbuild init reads; give it {FORMATS} (recognised by name, "
+                     "then by content)")
+
+
+def _kind_by_name(name: str) -> str | None:
     if name in ("dockerfile", "containerfile") or name.startswith(("dockerfile.", "containerfile.")) \
             or name.endswith((".dockerfile", ".containerfile")):
         return "Dockerfile"
@@ -79,15 +94,7 @@ def source_kind(path: Path) -> str:
         return "environment.yml"
     if name.endswith(".txt") or name.startswith("requirements"):
         return "requirements.txt"
-    text = read_capped(path, MAX_SPEC_BYTES, "file envbuild init reads", UsageError).decode("utf-8", "replace")
-    head = [line.strip() for line in text.splitlines()[:200]]
-    meaningful = [line for line in head if line and not line.startswith("#")]
-    if meaningful and re.match(r"(?i)(FROM|ARG)\s", meaningful[0]):
-        return "Dockerfile"
-    if meaningful and re.match(r"(name|channels|dependencies|version|metadata|package)\s*:", meaningful[0]):
-        return "environment.yml"
-    raise UsageError(f"{path}: not a file envbuild init reads; give it {FORMATS} (recognised by name, "
-                     "then by content)")
+    return None
 
 
 def read_conda_lock_data(data: Any, source: str) -> Reading:

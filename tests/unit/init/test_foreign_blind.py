@@ -3,9 +3,12 @@ from a list of repositories fixed before any file was read, each with the expect
 file before envbuild ran on it (see the manifest's header for how, and its split rule).
 
 A case passes only when everything the issue names is right at once: the torch the file states and where it
-comes from, its CUDA, its Python (as the spec `init --upgrade` writes), the route, every companion kept (or named
-with a reason), every package the file installs kept in the spec or named in init's notes, and the lint rules
-expected of it. Dev cases are asserted (the ones envbuild still misses are listed with why, and must still miss);
+comes from, its CUDA, its Python (as the spec `init --upgrade` writes), the spec's torch and CUDA target (the
+file's, or an `upgraded` note naming the move), the route, every companion kept as written (the same pin, or a
+version its range allows) or named with a reason, every pinned companion fitting the spec's torch (torchvision and
+torchaudio by the pair table, a wheel whose local tag names the torch it was built for by that tag), every package
+the file installs kept in the spec or named by a note that accounts for it (dropped, unmapped, upgraded, unpinned:
+not a `derived` or `assumed` one, and in its entry, not its reason), and the lint rules expected of it. Dev cases are asserted (the ones envbuild still misses are listed with why, and must still miss);
 held-out cases are measured, not tuned: non-strict xfail, so the report counts them as xpassed or xfailed, and
 `python -m tests.unit.init.test_foreign_blind` prints `foreign-blind: dev=N/M heldout=N/M` with each miss.
 """
@@ -30,6 +33,8 @@ from builder.init.facts import file_facts
 from builder.init.importer import init_spec
 from builder.init.read import read_source
 from builder.lint.rules import lint_path
+from builder.specs.compat import load_compat, release_line
+from builder.yamlio import load_data
 from tests import paths
 
 pytestmark = pytest.mark.unit
@@ -37,6 +42,7 @@ pytestmark = pytest.mark.unit
 CORPUS = paths.CORPUS / "foreign-blind"
 MANIFEST = yaml.safe_load((CORPUS / "manifest.yaml").read_text(encoding="utf-8"))
 CASES = {case["file"]: case for case in MANIFEST["cases"]}
+COMPANIONS: dict[str, dict[str, str]] = load_data("torch_companions.yaml")["releases"]
 # Dev cases envbuild still reads wrong, each with the kind of miss (the issue's items); the test keeps them
 # honest: one that passes must leave this list.
 DEV_MISSES: dict[str, str] = {
@@ -49,7 +55,8 @@ DEV_MISSES: dict[str, str] = {
     "deepspeed--docker-rocm.Dockerfile": "a ROCm base image without a torch version refused",
     "pytorch-examples--mnist_hogwild-requirements.txt": "torchvision pinned, torch not: not re-paired",
     "xtuner.Dockerfile": "NGC 25.03 not in the NGC table",
-    "colossalai--examples-language-gpt-titans-requirements.txt": "CUDA of the file not read",
+    "colossalai--examples-language-gpt-titans-requirements.txt": "CUDA of the file (a companion's local tag) not "
+                                                                 "read; that companion, built for torch 1.12, kept",
     "colossalai--docker.Dockerfile": "conda torch written `==2.1.2`; packages lost",
     "ultralytics--docker-jetson-jetpack5.Dockerfile": "direct wheel URL not read",
     "ultralytics--docker-jetson-jetpack4.Dockerfile": "direct wheel URL not read",
@@ -82,11 +89,36 @@ def misses(case: dict[str, Any], out: Path) -> list[str]:
         wrong.append(f"route: got {spec.route.value!r}, expected {expect['route']!r}")
     if not _python_matches(spec.python, expect["python"], notes):
         wrong.append(f"python: got {spec.python!r}, expected {expect['python']!r}")
+    wrong += _spec_torch_misses(spec, expect, notes)
     kept = _kept_names(spec.pip, spec.conda) | ({"torchvision"} if spec.torchvision else set())
     wrong += _companion_misses(spec, expect["companions"], kept, notes)
+    wrong += _unpaired_misses(spec, notes)
     wrong += [f"lost: {name}" for name in expect["must_name"]
               if canonicalize_name(name) not in kept and not _named(name, notes)]
     return wrong
+
+
+def _spec_torch_misses(spec: Any, expect: dict[str, Any], notes: list[tuple[str, str, str]]) -> list[str]:
+    """The spec holds the file's torch and CUDA, or says (an `upgraded` note) which it moved to."""
+    wrong = []
+    moved = [reason for _, outcome, reason in notes if outcome == "upgraded"]
+    if not any(r.startswith("torch ") for r in moved) and not _torch_allows(expect["torch"], spec.torch):
+        wrong.append(f"spec torch: got {spec.torch!r}, expected {expect['torch']!r}")
+    cuda = expect["cuda"]
+    targets = ["cpu" if t.cuda is None else str(t.cuda) for t in spec.targets]
+    if cuda is not None and cuda not in targets and not any(r.startswith(f"target cuda{cuda} -> ") for r in moved):
+        wrong.append(f"spec targets: got {targets}, expected {cuda}")
+    return wrong
+
+
+def _torch_allows(expected: str | None, version: str) -> bool:
+    """The file's torch ("" any, X.Y[.Z] that release, a range) holds the spec's torch."""
+    if not expected:
+        return True
+    expected = expected.replace(" ", "")
+    if expected[:1] in "<>=!~":
+        return SpecifierSet(expected).contains(version, prereleases=True)
+    return version == expected or version.startswith(f"{expected}.")
 
 
 def _fact_misses(facts: dict[str, str | None], expect: dict[str, Any]) -> list[str]:
@@ -99,16 +131,69 @@ def _fact_misses(facts: dict[str, str | None], expect: dict[str, Any]) -> list[s
 
 def _companion_misses(spec: Any, companions: dict[str, str], kept: set[str],
                       notes: list[tuple[str, str, str]]) -> list[str]:
+    """Each companion the file pins is kept as written (the same version, or the same range), or a note
+    says it was re-paired or dropped, and why."""
     wrong = []
-    entries = [*spec.pip, *spec.conda, *([f"torchvision=={spec.torchvision}"] if spec.torchvision else [])]
     for name, version in companions.items():
         if _named(name, notes):  # re-paired or dropped, with the reason
             continue
         if canonicalize_name(name) not in kept:
             wrong.append(f"companion: {name}{'==' + version if version else ''} lost")
-        elif re.fullmatch(r"[\d.]+", version) and not any(
-                _kept_names([e]) == {canonicalize_name(name)} and version in e for e in entries):
-            wrong.append(f"companion: {name}=={version} changed silently")
+        elif version and not _keeps(_kept_constraint(spec, name), _constraint(version)):
+            wrong.append(f"companion: {name} {version} changed silently (kept as {_kept_constraint(spec, name)})")
+    return wrong
+
+
+def _keeps(kept: set[str], written: set[str]) -> bool:
+    """The spec keeps what the file wrote: the same clauses, or one version the file's range allows."""
+    if kept == written:
+        return True
+    exact = [clause[2:] for clause in kept if clause.startswith("==")]
+    ranged = all(not clause.startswith("==") for clause in written)
+    return len(kept) == 1 and bool(exact) and ranged and SpecifierSet(",".join(written)).contains(exact[0])
+
+
+def _kept_entries(spec: Any) -> list[str]:
+    return [*spec.pip, *spec.conda, *([f"torchvision=={spec.torchvision}"] if spec.torchvision else [])]
+
+
+def _kept_constraint(spec: Any, name: str) -> set[str]:
+    """The version clauses the spec keeps for one package (conda's `=X` and `==X` read alike)."""
+    clauses: set[str] = set()
+    for entry in _kept_entries(spec):
+        if _kept_names([entry]) == {canonicalize_name(name)}:
+            body = re.split(r"[;@]", entry.split("::")[-1])[0]
+            clauses |= _constraint(re.sub(r"^[A-Za-z0-9_.\-]+(\[[^\]]*\])?", "", body.strip()))
+    return clauses
+
+
+def _constraint(text: str) -> set[str]:
+    """`0.16.2`, `==0.16.2`, `=0.16.2` -> {"==0.16.2"}; a range -> its clauses; the local tag is left out."""
+    clauses = set()
+    for clause in filter(None, text.replace(" ", "").split(",")):
+        if re.fullmatch(r"=?[\d][\w.*+]*", clause):
+            clause = "==" + clause.lstrip("=")
+        clauses.add(clause.split("+")[0])
+    return clauses
+
+
+def _unpaired_misses(spec: Any, notes: list[tuple[str, str, str]]) -> list[str]:
+    """A companion the spec pins fits the spec's torch: torchvision and torchaudio by the pair table, any
+    other package whose local tag names the torch it was built for by that tag; else a note names it."""
+    wrong = []
+    torch_line = release_line(spec.torch)
+    pairs = {name: _pair_line(torch_line, name) for name in ("torchvision", "torchaudio")}
+    for entry in _kept_entries(spec):
+        (name,) = _kept_names([entry])
+        pinned = [c[2:] for c in _kept_constraint(spec, name) if c.startswith("==")]
+        built_for = re.search(r"\+(?:.*[^a-z])?(?:torch|pt)(\d+)\.?(\d+)", entry)
+        if _named(name, notes):
+            continue
+        if pinned and pairs.get(name) and release_line(pinned[0]) != pairs[name]:
+            wrong.append(f"unpaired: {name}=={pinned[0]} kept next to torch {spec.torch}")
+        elif built_for and f"{built_for[1]}.{built_for[2]}" != torch_line:
+            wrong.append(f"unpaired: {entry} (built for torch {built_for[1]}.{built_for[2]}) kept next to torch "
+                         f"{spec.torch}")
     return wrong
 
 
@@ -153,11 +238,29 @@ def _kept_names(*sections: Any) -> set[str]:
     return names
 
 
+# The outcomes that account for a package the spec does not keep as written; `derived` and `assumed` notes
+# say how a line was read, so naming a package there does not say it was left out.
+ACCOUNTED = ("dropped", "unmapped", "upgraded", "unpinned")
+
+
+def _pair_line(torch_line: str, name: str) -> str | None:
+    """The release line of torchvision or torchaudio built against a torch release line: the pair table,
+    then compat.yaml for torchvision and torchaudio's numbering (the torch line's own since 2.0)."""
+    lines = {release_line(row[name]) for torch, row in COMPANIONS.items() if release_line(torch) == torch_line}
+    if lines:
+        return lines.pop()
+    release = load_compat().release(torch_line)
+    if name == "torchvision":
+        return release.torchvision if release else None
+    return torch_line if release else None
+
+
 def _named(name: str, notes: list[tuple[str, str, str]]) -> bool:
-    """A note names the package: its entry holds the name as a word (`-`, `_` and `.` alike)."""
+    """A note that accounts for the package names it in its entry (the line), as a word (`-`, `_` and `.`
+    alike)."""
     wanted = re.escape(canonicalize_name(name)).replace("\\-", "[-_.]")
     pattern = re.compile(rf"(?<![\w.-]){wanted}(?![\w-])", re.IGNORECASE)
-    return any(pattern.search(entry) or pattern.search(reason) for entry, _, reason in notes)
+    return any(pattern.search(entry) for entry, outcome, _ in notes if outcome in ACCOUNTED)
 
 
 def score(split: str, tmp: Path) -> tuple[int, int, dict[str, list[str]]]:
@@ -195,6 +298,25 @@ def test_each_file_reads_as_its_expectation(tmp_path: Path, name: str) -> None:
         assert wrong, f"{name} passes now: take it out of DEV_MISSES"
         pytest.xfail(DEV_MISSES[name])
     assert wrong == []
+
+
+class _Spec:  # the fields of an EnvSpec the scorer reads
+    def __init__(self, torch: str, pip: tuple[str, ...], torchvision: str | None = None) -> None:
+        self.torch, self.pip, self.conda, self.torchvision = torch, pip, (), torchvision
+
+
+def test_the_scorer_fails_a_companion_kept_for_another_torch_or_changed_silently() -> None:
+    derived = [("torchvision==0.15.2", "derived", "torchvision 0.15.2")]
+    assert _unpaired_misses(_Spec("2.5.1", (), "0.15.2"), derived)  # a derived note accounts for nothing
+    assert _unpaired_misses(_Spec("2.5.1", ("torchaudio==2.0.2",)), [])
+    assert _unpaired_misses(_Spec("2.0.1", ("colossalai==0.2.0+torch1.12cu11.3",)), [])
+    assert not _unpaired_misses(_Spec("2.10.0", ("torchaudio==2.10.0",), "0.25.0"), [])
+    assert not _unpaired_misses(_Spec("2.5.1", ("torchaudio==2.0.2",)),
+                                [("torchaudio==2.0.2", "upgraded", "re-paired")])
+    kept = {"torchvision"}
+    assert _companion_misses(_Spec("2.2.2", (), "0.17.2"), {"torchvision": ">=0.17.0,<0.18"}, kept, []) == []
+    assert _companion_misses(_Spec("2.2.2", (), "0.18.0"), {"torchvision": ">=0.17.0,<0.18"}, kept, [])
+    assert _companion_misses(_Spec("2.2.2", (), "0.17.2"), {"torchvision": "0.17.1"}, kept, [])
 
 
 def _kind(miss: str) -> str:
