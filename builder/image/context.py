@@ -41,6 +41,24 @@ class BuildContext:
         return self.rendered.dockerfile
 
 
+# builder/__init__.py of the installer copy. A regular package, so no `builder` elsewhere on the image's
+# path can take its place; and not envbuild's own __init__.py, whose __version__ would enter the cache key
+# of every layer group (the installer is COPYed before them): an upgrade would rebuild the CUDA layers.
+INSTALLER_PACKAGE_MARKER = b'"""envbuild\'s installer, run alone: python -m builder.lock.install."""\n'
+
+
+def installer_sources(destination: Path, source: Path | None = None) -> None:
+    """The envbuild files the in-container installer runs with alone, from `source` (this package by
+    default) into `destination/builder`: the same bytes for every envbuild version whose installer
+    files are the same."""
+    source = Path(builder.__file__).parent if source is None else source
+    package = destination / "builder"
+    for name in RUNS_ALONE_WITH:
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / name, package / name)
+    (package / "__init__.py").write_bytes(INSTALLER_PACKAGE_MARKER)
+
+
 def _installer_files(destination: Path) -> None:
     """The in-container installer: the envbuild files it runs with alone, and the rattler package.
 
@@ -49,10 +67,7 @@ def _installer_files(destination: Path) -> None:
     into them, and each RUN unpacks it to /tmp and removes it again."""
     import rattler
 
-    source = Path(builder.__file__).parent
-    for name in RUNS_ALONE_WITH:
-        (destination / "builder" / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / name, destination / "builder" / name)
+    installer_sources(destination)
     _zip_package(Path(rattler.__file__).parent, destination / RATTLER_ZIP)
 
 

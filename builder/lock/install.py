@@ -73,9 +73,12 @@ _FILTER_REFUSALS = {
 _CACHE_FIELDS = ("extracted_package_dir", "link", "package_tarball_full_path")
 _CACHE_TAG = "CACHEDIR.TAG"
 # What an image's builder stage holds of envbuild to run this module alone (`python3 -m
-# builder.lock.install`), relative to the builder package: the package faces on the way down, this
-# module, and proc.py for its exit. The build context copies these, and its test runs exactly these.
-RUNS_ALONE_WITH = ("__init__.py", "proc.py", "lock/__init__.py", "lock/install.py")
+# builder.lock.install`), relative to the builder package: the lock package's face, this module, and
+# proc.py for its exit. The build context copies these, and its test runs exactly these. Not the
+# package's own __init__.py: it holds __version__, and these bytes are in the cache key of every layer
+# group, so an envbuild upgrade would rebuild the CUDA layers; the context writes a version-free
+# marker in its place (this module never reads __version__).
+RUNS_ALONE_WITH = ("proc.py", "lock/__init__.py", "lock/install.py")
 
 
 class InstallError(Exception):

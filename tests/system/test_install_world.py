@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -21,7 +20,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.paths import REPO
 from tests.system.conda_lock_helpers import venv_python_package
 from tests.unit.lock.install_helpers import (
     PLATFORM,
@@ -265,12 +263,10 @@ def _isolated_tree(tmp_path: Path) -> tuple[Path, Path]:
     """What an image's builder stage holds: the files the build context copies, and rattler."""
     import importlib.util
 
-    from builder.lock.install import RUNS_ALONE_WITH
+    from builder.image.context import installer_sources
 
     src = tmp_path / "stage/src/builder"
-    for name in RUNS_ALONE_WITH:
-        (src / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / "builder" / name, src / name)
+    installer_sources(src.parent)
     spec = importlib.util.find_spec("rattler")
     assert spec is not None and spec.submodule_search_locations
     site = tmp_path / "stage/site"
