@@ -6,6 +6,7 @@ real layout (old drivers, WSL2, Windows, MIG, -q, CSV with missing fields, failu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -59,6 +60,21 @@ def test_table_and_q_captures(entry: dict[str, Any]) -> None:
     assert reading.mig_devices == expect.get("mig_devices", 0)
 
 
+def _mib(values: list[str | None]) -> list[int]:
+    return [int(value or -1) for value in values]
+
+
+# What a manifest entry may say about the rows, and how each is read off them.
+ROW_FIELDS: dict[str, Callable[[list[dict[str, Any]]], Any]] = {
+    "memory_total_mib": lambda rows: _mib([row["memory.total"] for row in rows]),
+    "memory_used_mib": lambda rows: _mib([row["memory.used"] for row in rows]),
+    "utilization": lambda rows: [None if row["utilization.gpu"] is None else int(row["utilization.gpu"])
+                                 for row in rows],
+    "driver": lambda rows: rows[0]["driver_version"],
+    "capabilities_raw": lambda rows: [row["compute_cap"] for row in rows],
+}
+
+
 @pytest.mark.parametrize("entry", [e for e in MANIFEST if "fields" in e], ids=lambda e: e["file"])
 def test_query_csv_captures(entry: dict[str, Any]) -> None:
     expect = entry["expect"]
@@ -66,17 +82,9 @@ def test_query_csv_captures(entry: dict[str, Any]) -> None:
     assert len(rows) == expect["rows"]
     for field in expect.get("missing", []):
         assert rows[0][field] is None, field
-    if "memory_total_mib" in expect:
-        assert [int(row["memory.total"] or -1) for row in rows] == expect["memory_total_mib"]
-    if "memory_used_mib" in expect:
-        assert [int(row["memory.used"] or -1) for row in rows] == expect["memory_used_mib"]
-    if "utilization" in expect:
-        assert [None if row["utilization.gpu"] is None else int(row["utilization.gpu"]) for row in rows] \
-            == expect["utilization"]
-    if "driver" in expect:
-        assert rows[0]["driver_version"] == expect["driver"]
-    if "capabilities_raw" in expect:
-        assert [row["compute_cap"] for row in rows] == expect["capabilities_raw"]
+    for name, read in ROW_FIELDS.items():
+        if name in expect:
+            assert read(rows) == expect[name], name
     if "gpus" in expect:
         gpus = gpus_from_query(rows)
         assert [gpu.name for gpu in gpus] == expect["gpus"]
