@@ -282,12 +282,14 @@ def _extension_built_for_other_torch(hit: Hit, context: ExplainContext, said: Re
     if torch is None or package is None or re.match(data["symbol_re"], symbol) is None:
         return None
     name, have = package.group(1), torch.value
+    distribution = data["distributions"]["modules"].get(name, name)
     cause = (f"undefined symbol {symbol} in {name}'s compiled extension (line {hit.line}): torch {have} "
              f"(line {torch.line}) does not provide this torch symbol, so {name} was built against another torch "
              "version (or C++ ABI) than the one installed")
-    fix = (f"reinstall {name}'s build that matches torch {have} (the projects that publish prebuilt wheels publish "
-           f"one per torch and CUDA), or rebuild {name} from a clean tree against this torch (remove its build/ "
-           f"folder and compiled .so files first): `pip install --no-build-isolation --no-cache-dir {name}`")
+    fix = (f"reinstall {distribution}'s build that matches torch {have} (the projects that publish prebuilt wheels "
+           f"publish one per torch and CUDA), or rebuild {distribution} from a clean tree against this torch (remove "
+           f"its build/ folder and compiled .so files first): "
+           f"`pip install --no-build-isolation --no-cache-dir {distribution}`")
     return Judgement(cause, fix, (UsedFact("torch", have, torch.line),
                                   UsedFact("extension", name, hit.line)))
 
@@ -429,7 +431,8 @@ def _missing_packages_named(hit: Hit, context: ExplainContext, said: Refined) ->
     if not found:
         return None
     named = [(each.group(1).strip(), _line_at(context, each.start())) for each in found[:4]]
-    cause = f"{said.message}: not found: {', '.join(f'{spec} (line {line})' for spec, line in named)}"
+    cause = (f"{said.message} (line {hit.line}: `{hit.evidence[:FACT_CHARS]}`): not found: "
+             f"{', '.join(f'{spec} (line {line})' for spec, line in named)}")
     return Judgement(cause, said.fix, tuple(UsedFact("missing", spec, line) for spec, line in named))
 
 
