@@ -153,8 +153,10 @@ def _family_rule(family: Family) -> Callable[[ExplainContext], list[Finding]]:
                 used = (*used, UsedFact("phase", f"{phase.how}: {phase.detail}", phase.line))
             # A refiner chose its fix with the log's facts and the data, a fix with placeholders is filled with
             # the message's facts; else the data's fix is the family's own.
+            # A cause told apart by what else the log says (`when`) is a fact that narrows the fix.
             told = hit.cause.fix if hit.cause is not None and hit.cause.fix else family.fix
-            basis = "facts" if family.refine or "{" in told else "family"
+            narrowed = hit.cause is not None and bool(hit.cause.when) and bool(hit.cause.fix)
+            basis = "facts" if family.refine or narrowed or "{" in told else "family"
             if basis == "family" and fix:
                 fix = f"{fix} (the family's general fix: no fact in this log narrows it)"
         details.update(cause=message, facts_used=[fact.as_dict() for fact in used], fix_from=basis)

@@ -161,3 +161,14 @@ def test_an_unrecognised_source_build_quotes_pips_step_and_reads_the_sdist_and_o
     assert report.facts.get("os") == "windows"
     assert [entry.text for entry in report.likely_error] == [
         "Getting requirements to build wheel did not run successfully."]
+
+
+def test_a_jit_built_op_that_is_missing_points_at_its_failed_build():
+    report = explain_text("ImportError: /home/u/.cache/torch_extensions/py311_cu124/fused_adam/fused_adam.so: cannot "
+                          "open shared object file: No such file or directory")
+    finding = report.findings[0]
+    assert finding.rule == "explain.loader.missing-library"
+    assert "builds just in time" in finding.details["cause"]
+    assert "DS_BUILD_CPU_ADAM" in (finding.fix or "") and "LD_LIBRARY_PATH" not in (finding.fix or "")
+    # a cause told apart by the log's own lines narrows the fix: it is not the family's general one
+    assert finding.details["fix_from"] == "facts" and "general fix" not in (finding.fix or "")
