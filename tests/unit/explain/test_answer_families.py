@@ -172,3 +172,28 @@ def test_a_jit_built_op_that_is_missing_points_at_its_failed_build():
     assert "DS_BUILD_CPU_ADAM" in (finding.fix or "") and "LD_LIBRARY_PATH" not in (finding.fix or "")
     # a cause told apart by the log's own lines narrows the fix: it is not the family's general one
     assert finding.details["fix_from"] == "facts" and "general fix" not in (finding.fix or "")
+
+
+def test_lightning_accelerator_check_of_1_6_on_is_the_same_family():
+    rule, cause, fix = answer("lightning_fabric.utilities.exceptions.MisconfigurationException: `CUDAAccelerator` can "
+                              "not run on your system since the accelerator is not available. The following "
+                              "accelerator(s) is available and can be passed into `accelerator` argument of "
+                              "`Trainer`: ['cpu'].")
+    assert rule == "explain.lightning.gpus-unavailable"
+    assert "torch does not see" in cause and "nvidia-smi" in fix
+
+
+def test_flash_attn_warning_then_cuda_home_error_is_told_as_cuda_home():
+    rule, _, fix = answer("UserWarning: flash_attn was requested, but nvcc was not found.  Are you sure your "
+                          "environment has nvcc available?\nOSError: CUDA_HOME environment variable is not set. "
+                          "Please set it to your CUDA install root.")
+    assert rule == "explain.extension.no-cuda-home"
+    assert "CUDA_HOME" in fix
+
+
+def test_windows_port_in_use_is_the_store_port():
+    rule, cause, _ = answer("RuntimeError: The server socket has failed to bind to [::]:29500 (system error: 10048 - "
+                            "Only one usage of each socket address (protocol/network address/port) is normally "
+                            "permitted.)")
+    assert rule == "explain.distributed.port-in-use"
+    assert "[::]:29500" in cause
