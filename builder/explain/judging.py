@@ -337,8 +337,13 @@ def _companion_pinned_to_another_torch(hit: Hit, context: ExplainContext, said: 
              f"{have} is the one wanted (line {torch_line}); torch {have.split('+')[0]}'s {package} is {pair}")
     local = f"+{have.split('+')[1]}" if "+" in have else ""
     index = f" from the same index (PyTorch's {local[1:]} index)" if local else ""
-    fix = (f"install the pair: `pip install torch=={have.split('+')[0]} {package}=={pair}`{index}, "
-           f"or keep {package} {version} with torch {needs}")
+    public = have.split("+")[0]
+    if hit.family.id in data["poetry_families"]:
+        fix = (f"pin the pair in pyproject.toml (`poetry add torch=={public} {package}=={pair}`), "
+               f"or keep {package} {version} with torch {needs}")
+    else:
+        fix = (f"install the pair: `pip install torch=={public} {package}=={pair}`{index}, "
+               f"or keep {package} {version} with torch {needs}")
     return Judgement(cause, fix, (UsedFact(package, version, companion_line), UsedFact("torch", have, torch_line)))
 
 

@@ -197,3 +197,15 @@ def test_windows_port_in_use_is_the_store_port():
                             "permitted.)")
     assert rule == "explain.distributed.port-in-use"
     assert "[::]:29500" in cause
+
+
+def test_repl_outputs_below_two_prints_do_not_make_cudas_version_torchs():
+    report = explain_text("print(torch.version.cuda)\nprint(torch.__version__)\n'10.2.89'\n'1.6.0+cu102'\n")
+    assert report.facts.get("torch") != "10.2.89"
+    assert explain_text(">>> torch.__version__\n'1.13.1+cu117'\n").facts.get("torch") == "1.13.1+cu117"
+
+
+def test_old_pips_conflict_line_gives_the_installed_torch():
+    report = explain_text("ERROR: torchvision 0.6.0 has requirement torch==1.5.0, but you'll have torch 1.4.0 which "
+                          "is incompatible.")
+    assert report.facts.get("torch") == "1.4.0"
