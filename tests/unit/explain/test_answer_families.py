@@ -164,7 +164,7 @@ def test_an_unrecognised_source_build_quotes_pips_step_and_reads_the_sdist_and_o
 
 
 def test_a_jit_built_op_that_is_missing_points_at_its_failed_build():
-    report = explain_text("ImportError: /home/u/.cache/torch_extensions/py311_cu124/fused_adam/fused_adam.so: cannot "
+    report = explain_text("ImportError: ~/.cache/torch_extensions/py311_cu124/fused_adam/fused_adam.so: cannot "
                           "open shared object file: No such file or directory")
     finding = report.findings[0]
     assert finding.rule == "explain.loader.missing-library"
