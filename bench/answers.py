@@ -5,7 +5,7 @@ An expectation holds `cause_must` (each item must appear in the first finding's 
 its fix) and `fix_must_not` (none in its fix). Matching is case-insensitive with whitespace collapsed, and an
 item `a | b` passes when any alternative appears. `recognised: false` marks a log of a family no rule can
 know: the right answer is then "not recognised", with every `cause_must` item among the facts read or the
-lines it quoted as the likely error.
+lines it quoted as the likely error and the traceback frames it quoted as where it was raised.
 The same rule scores tests/corpus/realworld-blind (its schema says so)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def answer_problems(expect: Mapping[str, Any], report: ExplainReport) -> list[st
         if report.findings:
             return [f"named {report.findings[0].rule} for a family no rule knows (expected: not recognised)"]
         # What it read: the facts and the lines it quoted as the likely error (never a family's fix).
-        read = " ".join([report.facts.text(), *(entry.text for entry in report.likely_error)])
+        read = " ".join([report.facts.text(), *(entry.text for entry in (*report.likely_error, *report.raised_in))])
         return [f"facts read lack {item!r}" for item in expect.get("cause_must") or () if not item_found(item, read)]
     if not report.findings:
         return ["nothing recognised"]

@@ -132,6 +132,9 @@ def _arch_too_old(hit: Hit, context: ExplainContext) -> Refined:
 @refines("explain.cuda.no-kernel-image")
 def _no_kernel_image(hit: Hit, context: ExplainContext) -> Refined:
     message = hit.text(hit.family.message) + _host_gpu_words(context)
+    if hit.cause is not None:
+        # The kernel is an extension's (the log's traceback says whose): torch's targets cannot fix it.
+        return Refined(f"{message}: {hit.text(hit.cause.why)}", hit.text(hit.cause.fix or hit.family.fix))
     named: list[tuple[str, str, tuple[int, int] | None]] = [
         (gpu.name, gpu.sm or "", gpu.capability) for gpu in context.gpus if gpu.capability]
     if not named:

@@ -32,11 +32,11 @@ class Fact:
 
 
 FACT_ORDER = ("driver", "driver_cuda", "toolkit", "torch", "torch_cuda", "python", "gpu", "sm", "archs", "nccl",
-              "os", "platform", "container")
+              "os", "platform", "container", "sdist")
 FACT_WORDS = {"driver": "driver", "driver_cuda": "driver's CUDA", "toolkit": "CUDA toolkit", "torch": "torch",
               "torch_cuda": "torch's CUDA", "python": "Python", "gpu": "GPU", "sm": "compute capability",
               "archs": "torch arch list", "nccl": "NCCL", "os": "OS", "platform": "platform",
-              "container": "runs in"}
+              "container": "runs in", "sdist": "pip builds from source"}
 
 
 @dataclass(frozen=True)

@@ -282,12 +282,14 @@ def _extension_built_for_other_torch(hit: Hit, context: ExplainContext, said: Re
     if torch is None or package is None or re.match(data["symbol_re"], symbol) is None:
         return None
     name, have = package.group(1), torch.value
+    distribution = data["distributions"]["modules"].get(name, name)
     cause = (f"undefined symbol {symbol} in {name}'s compiled extension (line {hit.line}): torch {have} "
              f"(line {torch.line}) does not provide this torch symbol, so {name} was built against another torch "
              "version (or C++ ABI) than the one installed")
-    fix = (f"reinstall {name}'s build that matches torch {have} (the projects that publish prebuilt wheels publish "
-           f"one per torch and CUDA), or rebuild {name} from a clean tree against this torch (remove its build/ "
-           f"folder and compiled .so files first): `pip install --no-build-isolation --no-cache-dir {name}`")
+    fix = (f"reinstall {distribution}'s build that matches torch {have} (the projects that publish prebuilt wheels "
+           f"publish one per torch and CUDA), or rebuild {distribution} from a clean tree against this torch (remove "
+           f"its build/ folder and compiled .so files first): "
+           f"`pip install --no-build-isolation --no-cache-dir {distribution}`")
     return Judgement(cause, fix, (UsedFact("torch", have, torch.line),
                                   UsedFact("extension", name, hit.line)))
 
@@ -335,8 +337,13 @@ def _companion_pinned_to_another_torch(hit: Hit, context: ExplainContext, said: 
              f"{have} is the one wanted (line {torch_line}); torch {have.split('+')[0]}'s {package} is {pair}")
     local = f"+{have.split('+')[1]}" if "+" in have else ""
     index = f" from the same index (PyTorch's {local[1:]} index)" if local else ""
-    fix = (f"install the pair: `pip install torch=={have.split('+')[0]} {package}=={pair}`{index}, "
-           f"or keep {package} {version} with torch {needs}")
+    public = have.split("+")[0]
+    if hit.family.id in data["poetry_families"]:
+        fix = (f"pin the pair in pyproject.toml (`poetry add torch=={public} {package}=={pair}`), "
+               f"or keep {package} {version} with torch {needs}")
+    else:
+        fix = (f"install the pair: `pip install torch=={public} {package}=={pair}`{index}, "
+               f"or keep {package} {version} with torch {needs}")
     return Judgement(cause, fix, (UsedFact(package, version, companion_line), UsedFact("torch", have, torch_line)))
 
 
@@ -429,7 +436,8 @@ def _missing_packages_named(hit: Hit, context: ExplainContext, said: Refined) ->
     if not found:
         return None
     named = [(each.group(1).strip(), _line_at(context, each.start())) for each in found[:4]]
-    cause = f"{said.message}: not found: {', '.join(f'{spec} (line {line})' for spec, line in named)}"
+    cause = (f"{said.message} (line {hit.line}: `{hit.evidence[:FACT_CHARS]}`): not found: "
+             f"{', '.join(f'{spec} (line {line})' for spec, line in named)}")
     return Judgement(cause, said.fix, tuple(UsedFact("missing", spec, line) for spec, line in named))
 
 

@@ -19,7 +19,7 @@ from builder.explain.judging import UsedFact, facts_of_hit, judge, phase_at
 from builder.explain.log_input import LogInput, decode_log, read_log, size_text
 from builder.explain.normalise import normalise_log
 from builder.explain.refining import REFINERS, default_said
-from builder.explain.unrecognised import ErrorLine, likely_error_lines
+from builder.explain.unrecognised import ErrorLine, likely_error_lines, raised_in_lines
 from builder.findings import Finding, Location, RuleRegistry
 from builder.specs.compat import CompatData, load_compat
 from builder.specs.target import Target
@@ -40,6 +40,7 @@ class ExplainReport:
     next_step: str | None = None
     input: LogInput | None = None
     likely_error: tuple[ErrorLine, ...] = ()  # when nothing is recognised: the lines read as the error
+    raised_in: tuple[ErrorLine, ...] = ()  # when nothing is recognised: the traceback's last frames
 
     @property
     def recognised(self) -> bool:
@@ -53,6 +54,8 @@ class ExplainReport:
             data["next"] = self.next_step
         if self.likely_error:
             data["likely_error"] = [entry.as_dict() for entry in self.likely_error]
+        if self.raised_in:
+            data["raised_in"] = [entry.as_dict() for entry in self.raised_in]
         if self.input is not None and (self.input.note() or self.input.binary or self.input.encoding != "utf-8"):
             data["input"] = self.input.as_dict()
         return data
@@ -68,6 +71,8 @@ class ExplainReport:
             lines.append(f"{said}; next: {self.next_step}")
             lines.extend(f"read as the error (no family explain knows): line {entry.line}: `{entry.text}`"
                          for entry in self.likely_error)
+            lines.extend(f"raised in (the traceback's last frames): line {entry.line}: `{entry.text}`"
+                         for entry in self.raised_in)
         elif note:
             lines.append(f"note: {note}")
         if self.facts:
@@ -101,7 +106,8 @@ def explain_text(text: str | bytes, source: str = "-", *, driver: DriverReading 
     findings = tuple(rule_registry().run(context))
     next_step = None if findings else next_step_from_facts(context)
     likely_error = () if findings else likely_error_lines(normalised.text)
-    return ExplainReport(source, findings, context.facts, next_step, log_input, likely_error)
+    raised_in = () if findings else raised_in_lines(normalised.text)
+    return ExplainReport(source, findings, context.facts, next_step, log_input, likely_error, raised_in)
 
 
 def explain_stream(stream: IO[bytes], source: str = "-", **context: Any) -> ExplainReport:
@@ -147,8 +153,10 @@ def _family_rule(family: Family) -> Callable[[ExplainContext], list[Finding]]:
                 used = (*used, UsedFact("phase", f"{phase.how}: {phase.detail}", phase.line))
             # A refiner chose its fix with the log's facts and the data, a fix with placeholders is filled with
             # the message's facts; else the data's fix is the family's own.
+            # A cause told apart by what else the log says (`when`) is a fact that narrows the fix.
             told = hit.cause.fix if hit.cause is not None and hit.cause.fix else family.fix
-            basis = "facts" if family.refine or "{" in told else "family"
+            narrowed = hit.cause is not None and bool(hit.cause.when) and bool(hit.cause.fix)
+            basis = "facts" if family.refine or narrowed or "{" in told else "family"
             if basis == "family" and fix:
                 fix = f"{fix} (the family's general fix: no fact in this log narrows it)"
         details.update(cause=message, facts_used=[fact.as_dict() for fact in used], fix_from=basis)

@@ -65,6 +65,10 @@ EXAMPLES = {
                                    "torchaudio match >2.0.2,<3.0.0, torchaudio (>=2.0.2,<3.0.0) requires torch "
                                    "(2.0.1).\nSo, because demo depends on both torch (=2.1.0) and torchaudio "
                                    "(^2.0.2), version solving failed.",
+    "explain.extension.built-without-cuda": "RuntimeError: Not compiled with GPU support (nms_rotated at "
+                                            "detectron2/layers/csrc/nms_rotated/nms_rotated.h:24)",
+    "explain.extension.apex-no-nvcc": "RuntimeError: --cuda_ext was requested, but nvcc was not found.  Are you sure "
+                                      "your environment has nvcc available?",
     "explain.extension.no-cuda-home": "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA "
                                       "install root.",
     "explain.xformers.built-for-other-torch": "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers "

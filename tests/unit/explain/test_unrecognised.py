@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from builder.cli.commands import cli
-from builder.explain.unrecognised import likely_error_lines
+from builder.explain.unrecognised import likely_error_lines, raised_in_lines
 
 pytestmark = pytest.mark.unit
 
@@ -42,3 +42,25 @@ def test_the_cli_says_not_recognised_in_one_line_exits_1_and_json_carries_the_qu
     data = json.loads(as_json.output)
     assert data["recognised"] is False
     assert data["likely_error"][0] == {"line": 3, "text": "/usr/bin/ld: cannot find -lcurand"}
+
+
+def test_a_long_line_is_quoted_up_to_what_matched() -> None:
+    command = "python setup.py " + " ".join(f"--option-{i}" for i in range(40)) + " --cuda_ext"
+    quoted = likely_error_lines(f'Command "{command}" failed with error code 1 in build/pip-req/\n')
+    assert len(quoted) == 1
+    assert quoted[0].text.startswith("…") and "--cuda_ext" in quoted[0].text
+    assert quoted[0].text.endswith("failed with error code 1 in build/pip-req/")
+
+
+def test_the_last_two_traceback_frames_are_quoted_with_their_code() -> None:
+    log = ('Traceback (most recent call last):\n  File "main.py", line 1, in <module>\n    import pkg\n'
+           '  File "pkg/__init__.py", line 3, in <module>\n    from .fast import kernel\n'
+           '  File "pkg/fast.py", line 1, in <module>\n    import _fast_ext\n'
+           "ModuleNotFoundError: No module named '_fast_ext'\n")
+    frames = raised_in_lines(log)
+    assert [(entry.line, entry.text) for entry in frames] == [
+        (4, 'File "pkg/__init__.py", line 3, in <module>: from .fast import kernel'),
+        (6, 'File "pkg/fast.py", line 1, in <module>: import _fast_ext')]
+    said = CliRunner().invoke(cli, ["explain", "--no-host", "-"], input=log)
+    assert "raised in (the traceback's last frames): line 6: `File \"pkg/fast.py\", line 1, in <module>: " \
+           "import _fast_ext`" in said.output.splitlines()
