@@ -263,7 +263,7 @@ def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRel
     variants = _cuda_variants(release, route)
     if variant is None and wish.exact not in (None, SOME_CUDA, CPU):
         if version_tuple(wish.exact) >= version_tuple(variants[0]):
-            return wish.exact  # not too old, just not built: resolving the spec refuses it with the reason
+            return _image_cuda_build(reading, route, wish, release) or wish.exact
         variant = variants[0] if route is not Route.CONDA_FORGE else \
             next(v for v in variants if version_tuple(v) >= version_tuple(wish.exact))
         reading.note(_cuda_entry(reading, wish), "upgraded",
@@ -292,6 +292,23 @@ def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRel
                      f"target cuda{variant}: {why}; it is the newest CUDA of torch {release.line} on route "
                      f"{route.value} that fits (add targets for others)")
     return variant
+
+
+def _image_cuda_build(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str | None:
+    """A base image's CUDA that its torch release has no wheel for (NGC builds torch for the image's own
+    CUDA): the release's newest build of the same CUDA major, older than the image's, which runs there
+    (CUDA minor-version compatibility). None for a CUDA a line of the file names (refused, with the reason,
+    when the spec is resolved)."""
+    entry = _cuda_entry(reading, wish)
+    assert wish.exact is not None
+    same_major = [v for v in _cuda_variants(release, route) if v.split(".")[0] == wish.exact.split(".")[0]
+                  and version_tuple(v) < version_tuple(wish.exact)]
+    if not entry.startswith("FROM ") or not same_major:
+        return None
+    reading.note(entry, "upgraded", f"target cuda{wish.exact} -> cuda{same_major[-1]}: torch {release.line} has no "
+                                    f"route {route.value} build for the image's CUDA {wish.exact}; its "
+                                    f"cuda{same_major[-1]} build runs on CUDA {wish.exact.split('.')[0]}.x")
+    return same_major[-1]
 
 
 def _cuda_entry(reading: Reading, wish: CudaWish) -> str:

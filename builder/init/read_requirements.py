@@ -71,3 +71,15 @@ def _include(reading: Reading, source: Path, target: str, seen: set[Path]) -> bo
     reading.note(f"-r {target}", "derived", "its requirements were read in its place")
     _read_lines(reading, path, parse_requirements_text(text), seen | {path.resolve()})
     return True
+
+
+def read_included_requirements(reading: Reading, path: Path, entry: str) -> bool:
+    """A requirements file another file installs (a Dockerfile's `pip install -r FILE`), read into `reading`
+    in its place; False (left to a note) when it cannot be read."""
+    try:
+        text = read_text_file(path, "requirements file")
+    except UsageError:
+        return False
+    reading.note(entry, "derived", f"its requirements ({path.name}) were read in its place")
+    _read_lines(reading, path, parse_requirements_text(text), {path.resolve()})
+    return True

@@ -31,6 +31,7 @@ from builder.init.lines import (
     load_import_rules,
     parse_conda_line,
 )
+from builder.init.wheels import WheelFile, read_wheel, wheel_location
 from builder.specs.model import CHANNEL_PATTERN, PACKAGE_PATTERN, Route
 from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
 
@@ -317,7 +318,11 @@ def _read_pip_option(reading: Reading, text: str, line: str) -> bool:
     """A pip line that is no requirement by name (an option, an editable folder, a URL): read, or noted
     as what a spec cannot carry. False for a requirement."""
     option = re.fullmatch(r"(--index-url|--extra-index-url|-i|--find-links|-f)[\s=]+(\S+)", line)
-    if option and option[1] in ("--find-links", "-f"):
+    location = wheel_location(line) if not line.startswith("-") else None
+    wheel = read_wheel(location) if location else None
+    if wheel:
+        _read_wheel(reading, text, wheel)
+    elif option and option[1] in ("--find-links", "-f"):
         reading.note(text, "dropped", "a find-links page; torch comes from the wheel index of the target's CUDA")
     elif option:
         _read_pip_index(reading, text, option[2])
@@ -332,6 +337,25 @@ def _read_pip_option(reading: Reading, text: str, line: str) -> bool:
     else:
         return False
     return True
+
+
+def _read_wheel(reading: Reading, text: str, wheel: WheelFile) -> None:
+    """A wheel installed by its file: its CPython (a cpXY wheel runs on that one only) is the file's Python
+    unless a line names one; torch and torchvision are read as their release (the spec takes that release's
+    wheel for the target's CUDA from the PyTorch index); any other wheel is named, as a spec cannot carry it."""
+    if wheel.python and reading.python is None:
+        reading.python = CondaLine(text, "python", wheel.python, None, None)
+    if wheel.name not in ("torch", "torchvision"):
+        reading.note(text, "unmapped", f"the wheel file of {wheel.name} {wheel.version}; publish it to an index "
+                                       "and pin it by version")
+        return
+    cuda_tag = wheel.local if wheel.local and cuda_from_tag(wheel.local) else None
+    pinned = f"{wheel.name}=={wheel.release}" + (f"+{cuda_tag}" if cuda_tag else "")
+    reading.note(text, "assumed", f"{wheel.name} {wheel.release}, the release of the wheel file's {wheel.version} "
+                                  f"(for {wheel.platform}); the spec takes that release's wheel from the PyTorch index")
+    read_pip_text(reading, pinned, entry=text)
+    if wheel.name == "torchvision" and reading.pip_torchvision_text == pinned:
+        reading.pip_torchvision_text = text
 
 
 def _pip_requirement(reading: Reading, text: str, line: str) -> Requirement | None:

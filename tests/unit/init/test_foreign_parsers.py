@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import UsageError
+from builder.init.base_images import image_torch
 from builder.init.choose import draft_from_environment
 from builder.init.dockerfile import read_dockerfile_text
 from builder.init.dockerfile_vars import BuildVariables
@@ -98,20 +99,88 @@ def test_buildkit_substitution_forms(text: str, expanded: str) -> None:
 
 @pytest.mark.parametrize("image, torch, cuda", [
     ("pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime", "2.3.1", "12.1"),
-    ("nvcr.io/nvidia/pytorch:25.12-py3", "2.10.*", "13.1"),
+    ("nvcr.io/nvidia/pytorch:25.12-py3", "2.10.0", "13.1"),  # its 2.10.0a0 build, read as its release
 ])
 def test_a_base_image_that_states_its_torch_is_read_as_its_source(image: str, torch: str, cuda: str) -> None:
     facts = file_facts(read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile"))
     assert (facts.torch, facts.torch_from, facts.cuda) == (torch, "base-image", cuda)
 
 
-@pytest.mark.parametrize("image", ["huggingface/transformers-pytorch-gpu", "nvcr.io/nvidia/pytorch:24.05-py3",
-                                   "pytorch/pytorch:latest"])
-def test_a_base_image_torch_without_a_stated_version_is_named_as_the_source(image: str) -> None:
+def test_an_ngc_release_missing_from_the_table_is_refused_by_name() -> None:
+    image = "nvcr.io/nvidia/pytorch:21.08-py3"
     reading = read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile")
     assert (file_facts(reading).torch, file_facts(reading).torch_from) == ("", "base-image")
-    with pytest.raises(UsageError, match=f"torch comes from the base image {image} "):
+    with pytest.raises(UsageError, match=f"torch comes from the base image {image} .*not in envbuild's NGC table"):
         draft_from_environment(reading, "probe")
+
+
+@pytest.mark.parametrize("image", ["huggingface/transformers-pytorch-gpu", "pytorch/pytorch:latest",
+                                   "rocm/pytorch:latest"])
+def test_a_base_image_whose_tag_states_no_torch_gives_an_assumed_unpinned_torch(image: str) -> None:
+    reading = read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile")
+    assert (file_facts(reading).torch, file_facts(reading).torch_from) == ("", "base-image")
+    draft = draft_from_environment(reading, "probe")
+    assert any(n.entry == f"FROM {image}" and n.outcome == "assumed" and "moves with the image" in n.reason
+               for n in draft.notes)
+
+
+@pytest.mark.parametrize("image, torch, cuda, python, rocm", [
+    ("rocm/pytorch:rocm7.2_ubuntu24.04_py3.12_pytorch_release_2.7.1", "2.7.1", None, "3.12", "7.2"),
+    ("cnstark/pytorch:2.0.1-py3.9.17-cuda11.8.0-ubuntu20.04", "2.0.1", "11.8", "3.9", None),
+    ("runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04", "2.4.0", "12.4", "3.11", None),
+])
+def test_a_third_party_torch_image_is_read_from_its_tag_tokens(image: str, torch: str, cuda: str | None,
+                                                               python: str, rocm: str | None) -> None:
+    found = image_torch(image)
+    assert found is not None
+    assert (found.torch, found.cuda, found.python, found.rocm) == (torch, cuda, python, rocm)
+
+
+def test_the_python_of_the_stage_that_runs_is_read_from_what_it_installs() -> None:
+    text = ("FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS build\nRUN apt-get install -y python3.9\n"
+            "FROM nvidia/cuda:11.8.0-runtime-ubuntu22.04\nRUN apt-get update && apt-get install -y python3.10 "
+            "python3-pip\nRUN pip install torch==2.1.2 --index-url https://download.pytorch.org/whl/cu118\n")
+    assert draft_from_environment(read_dockerfile_text(text, "Dockerfile"), "probe").data["python"] == "3.10"
+    linked = "FROM ubuntu:22.04\nRUN ln -sf /usr/bin/python3.8 /usr/bin/python3 && TORCH=1 pip3 install torch==2.1.2\n"
+    reading = read_dockerfile_text(linked, "Dockerfile")
+    assert (reading.python.version if reading.python else None, file_facts(reading).torch) == ("3.8", "2.1.2")
+
+
+def test_a_later_stage_runs_on_the_image_of_the_stage_it_names() -> None:
+    text = "FROM nvcr.io/nvidia/pytorch:25.03-py3 AS base\nFROM base AS dev\nRUN pip install einops\n"
+    facts = file_facts(read_dockerfile_text(text, "Dockerfile"))
+    assert (facts.torch, facts.torch_from, facts.cuda) == ("2.7.0", "base-image", "12.8")
+
+
+def test_a_requirements_file_the_build_context_holds_is_read_where_the_dockerfile_installs_it(
+        tmp_path: Path) -> None:
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "gpu.txt").write_text("torch==2.4.1\neinops\n", encoding="utf-8")
+    (tmp_path / "outside.txt").write_text("torch==2.1.0\n", encoding="utf-8")
+    text = ("FROM python:3.11-slim\nWORKDIR /app\nCOPY . .\n"
+            "RUN pip install -r requirements/gpu.txt --index-url https://download.pytorch.org/whl/cu121\n")
+    reading = read_dockerfile_text(text, str(tmp_path / "Dockerfile"), context=tmp_path)
+    assert (file_facts(reading).torch, file_facts(reading).cuda, reading.pip) == ("2.4.1", "12.1", ["einops"])
+    assert reading.python is not None and reading.python.version == "3.11"
+    escaping = read_dockerfile_text("FROM python:3.11\nRUN pip install -r ../outside.txt\n",
+                                    str(tmp_path / "sub" / "Dockerfile"), context=tmp_path / "sub")
+    assert file_facts(escaping).torch is None  # a file outside the build context is not read
+
+
+def test_an_installer_is_found_whatever_runs_it() -> None:
+    for run in ("${PY} -m pip install torch==2.4.1", "micromamba run -n env pip install torch==2.4.1",
+                "uv pip install --system torch==2.4.1", "TCNN=1 sudo -H pip3 install torch==2.4.1",
+                "bash -c \"cd /x && pip install torch==2.4.1\""):
+        assert file_facts(read_dockerfile_text(f"FROM ubuntu:22.04\nRUN {run}\n", "Dockerfile")).torch == "2.4.1", run
+
+
+def test_a_wheel_file_is_read_by_its_name() -> None:
+    url = ("https://example.org/whl/torch-2.1.0a0+41361538.nv23.06-cp38-cp38-linux_aarch64.whl "
+           "https://example.org/whl/onnxruntime_gpu-1.18.0-cp38-cp38-linux_aarch64.whl")
+    reading = read_dockerfile_text(f"FROM ubuntu:20.04\nRUN pip install {url}\n", "Dockerfile")
+    assert file_facts(reading).torch == "2.1.0"
+    assert reading.python is not None and reading.python.version == "3.8"
+    assert any(n.outcome == "unmapped" and "onnxruntime-gpu 1.18.0" in n.reason for n in reading.notes)
 
 
 def test_from_platform_flag_keeps_the_platform() -> None:
