@@ -204,9 +204,7 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
         return oldest.latest, oldest
     candidates = [r for r in usable if wanted.contains(r.latest) and _fits(r, route, wish, python)]
     if candidates:
-        chosen = candidates[-1]
-        reading.note(text, "assumed",
-                     f"torch {chosen.latest}: the newest release that fits {_conditions(route, wish, python)}")
+        chosen = _newest_fit(reading, text, candidates, _conditions(route, wish, python))
         return chosen.latest, chosen
     allowed = [r for r in usable if wanted.contains(r.latest)]
     if not allowed and _below(wanted, usable[0].latest):
@@ -234,6 +232,26 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
     known = ", ".join(r.line for r in compat.releases())
     raise reading.fail(f"no torch release in envbuild's compatibility data fits {text!r} with "
                        f"{_conditions(route, wish, python)} (known: {known})")
+
+
+def _newest_fit(reading: Reading, text: str, candidates: list[TorchRelease], conditions: str) -> TorchRelease:
+    """The newest release that fits; with torch left open and torchvision pinned, the one it pairs with."""
+    torchvision = _pinned_torchvision(reading)
+    paired = [r for r in candidates if torchvision and paired_torchvision(r, torchvision)]
+    if paired:
+        reading.note(text, "assumed", f"torch {paired[-1].latest}: the release torchvision {torchvision} pairs "
+                                      f"with that fits {conditions}")
+        return paired[-1]
+    reading.note(text, "assumed", f"torch {candidates[-1].latest}: the newest release that fits {conditions}")
+    return candidates[-1]
+
+
+def _pinned_torchvision(reading: Reading) -> str | None:
+    """The one torchvision version the file pins (`torchvision==0.20.0`, `torchvision=0.20.0`), if any."""
+    if reading.pip_torchvision is not None:
+        pins = [s.version for s in reading.pip_torchvision.specifier if s.operator in ("==", "===")]
+        return exact_version(pins[0]) if len(pins) == 1 else None
+    return exact_version(reading.conda_torchvision.version) if reading.conda_torchvision else None
 
 
 def _below(wanted: SpecifierSet, oldest: str) -> bool:

@@ -65,10 +65,35 @@ class _Stage:
     copies: list[tuple[str, str]] = field(default_factory=list)  # (context path, container path)
     workdir: str = "/"
     python: tuple[str, str] | None = None  # (the command, X.Y)
+    cwd: str = "/"  # where the RUN line's shell stands now (`cd` moves it)
+    clones: dict[str, str] = field(default_factory=dict)  # a folder `git clone` made -> its repository
 
     def start(self, image: str | None) -> None:
         self.variables.start_stage()
-        self.image, self.copies, self.workdir, self.python = image, [], "/", None
+        self.image, self.copies, self.workdir, self.python, self.clones = image, [], "/", None, {}
+
+    def clone_of(self, target: str) -> str | None:
+        """The repository a pip target's folder was cloned from, when it lies in a `git clone` folder."""
+        if "://" in target or not target.startswith((".", "/")) and "/" not in target:
+            return None
+        where = posixpath.normpath(posixpath.join(self.cwd, target))
+        return next((url for folder, url in self.clones.items()
+                     if where == folder or where.startswith(folder + "/")), None)
+
+    def read_shell_move(self, words: list[str]) -> bool:
+        """`cd DIR` and `git clone URL [DIR]`: where the shell stands and what it cloned; False for others."""
+        if words[:1] == ["cd"] and len(words) > 1:
+            self.cwd = posixpath.normpath(posixpath.join(self.cwd, words[1]))
+            return True
+        if words[:2] != ["git", "clone"]:
+            return False
+        positional = [w for i, w in enumerate(words[2:], 2)
+                      if not w.startswith("-") and words[i - 1] not in ("-b", "--branch", "--depth", "-o")]
+        if positional:
+            url = positional[0]
+            folder = positional[1] if len(positional) > 1 else url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+            self.clones[posixpath.normpath(posixpath.join(self.cwd, folder))] = url
+        return True
 
     def context_file(self, target: str) -> Path | None:
         """The build-context file a container path names (through the stage's COPY lines), when it is a file
@@ -150,6 +175,7 @@ def _read_instruction(reading: Reading, keyword: str, command: Any, stage: _Stag
         dest = posixpath.join(stage.workdir, words[-1]) if len(words) >= 2 else ""
         stage.copies += [(word, dest) for word in words[:-1]]
     elif keyword == "RUN":
+        stage.cwd = stage.workdir
         for line in _shell_lines(command):
             for words in shell_commands(variables.expand(line)):
                 _read_command(reading, words, stage)
@@ -217,6 +243,8 @@ def _read_base_image_torch(reading: Reading, base: ImageTorch) -> None:
 
 def _read_command(reading: Reading, words: list[str], stage: _Stage) -> None:
     command = shlex.join(words)
+    if stage.read_shell_move(words):
+        return
     python = stated_python(words)
     if python:
         stage.python = (command, python)
@@ -264,7 +292,13 @@ def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None
     for option in options:
         _read_pip_option(reading, option, stage)
     for package in packages:
-        read_pip_text(reading, package)
+        clone = stage.clone_of(package)
+        if clone:
+            reading.note(f"pip install {package} (in the clone of {clone})", "unmapped",
+                         "a package built from a git clone; publish it to an index and pin it by version, or "
+                         "build it in your job once the env exists")
+        else:
+            read_pip_text(reading, package)
     reading.foreign_pip_index = None
 
 

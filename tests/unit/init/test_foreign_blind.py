@@ -49,13 +49,13 @@ DEV_MISSES: dict[str, str] = {
     "nerfstudio--pixi.lock": "lock's other conda packages (colmap, pyarrow) lost",
     "nerfstudio--pyproject.toml": "torch pinned in an extra taken as the torch; lint rule missing",
     "generative-models--pyproject.toml": "torch only in a hatch env script",
-    "pytorch-examples--mnist_hogwild-requirements.txt": "torchvision pinned, torch not: not re-paired",
-    "xtuner.Dockerfile": "flash-attention built from a git clone (`git clone $(echo ${FLASH_ATTN_URL} ...)`) lost",
+    "xtuner.Dockerfile": "flash-attention: a wheel built in another stage and unzipped into site-packages, lost",
     "colossalai--examples-language-gpt-titans-requirements.txt": "CUDA of the file (a companion's local tag) not "
                                                                  "read; that companion, built for torch 1.12, kept",
-    "colossalai--docker.Dockerfile": "conda torch written `==2.1.2`; packages lost",
     "pixi-examples--detectron2-from-source-pixi.lock": "lock's pypi package lost",
-    "pixi-examples--multi-machine-pixi.lock": "lock's torchvision refused against its torch",
+    "pixi-examples--multi-machine-pixi.lock": "conda-forge pairs torchvision 0.26 with pytorch 2.10 (the lock's "
+                                              "torchvision depends on pytorch >=2.10,<2.11); the spec model "
+                                              "pairs by PyPI's rule (0.25) and refuses it: compat data, not init",
 }
 
 

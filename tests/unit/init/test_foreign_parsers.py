@@ -258,3 +258,23 @@ def test_lint_names_packages_built_for_another_cuda_major_in_one_finding(text: s
     assert len(findings) == int(flagged)
     if flagged:
         assert "cupy-cuda11x" in findings[0].message and "cupy-cuda11x" in findings[0].fix
+
+
+def test_a_package_built_from_a_git_clone_is_named_by_its_repository() -> None:
+    text = ("FROM pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime\n"
+            "RUN git clone https://github.com/NVIDIA/apex && cd apex && pip install -v --no-build-isolation ./\n"
+            "RUN git clone -b main https://github.com/org/Thing.git src && cd ./src && BUILD=1 pip install .\n")
+    notes = [(n.entry, n.outcome) for n in read_dockerfile_text(text, "Dockerfile").notes]
+    assert ("pip install ./ (in the clone of https://github.com/NVIDIA/apex)", "unmapped") in notes
+    assert ("pip install . (in the clone of https://github.com/org/Thing.git)", "unmapped") in notes
+
+
+def test_a_conda_torch_pinned_with_double_equals_is_that_version() -> None:
+    text = "FROM ubuntu:22.04\nRUN conda install -y pytorch==2.1.2 pytorch-cuda=12.1 -c pytorch -c nvidia\n"
+    assert file_facts(read_dockerfile_text(text, "Dockerfile")).torch == "2.1.2"
+
+
+def test_an_open_torch_next_to_a_pinned_torchvision_is_the_torch_it_pairs_with() -> None:
+    draft = draft_from_environment(read_requirements_text("torch\ntorchvision==0.20.0\n", "requirements.txt"),
+                                   "probe")
+    assert (draft.data["torch"], draft.data["torchvision"]) == ("2.5.1", "0.20.0")
