@@ -404,6 +404,22 @@ def _unpin_torch_pairs(reading: Reading, release: TorchRelease) -> None:
                                                   f"and torch moved to {release.line}")
 
 
+# an extension's local tag naming the torch it was built for: `+torch1.12cu11.3`, `+pt21cu118`
+BUILT_FOR_TORCH = re.compile(r"\+(?:.*[^a-z])?(?:torch|pt)(\d)\.?(\d+)")
+
+
+def _unpin_other_torch_builds(reading: Reading, release: TorchRelease) -> None:
+    """A pin whose local tag names the torch it was built for, another than the spec's: its pin is left out
+    (the build loads only into that torch), with the reason."""
+    for index, package in enumerate(reading.pip):
+        built = BUILT_FOR_TORCH.search(package)
+        if built and f"{built[1]}.{built[2]}" != release.line:
+            name = re.split(r"[=<>!~\s\[]", package, maxsplit=1)[0]
+            reading.pip[index] = name
+            reading.note(package, "upgraded", f"{name}'s pin is left out: its build is for torch "
+                                              f"{built[1]}.{built[2]}, and the spec's torch is {release.line}")
+
+
 def _pip_index(reading: Reading, route: Route) -> str | None:
     """A custom wheel index (a mirror) for the spec; the public PyTorch index is envbuild's default."""
     if route is not Route.PIP:
@@ -502,6 +518,7 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
     torchvision = _choose_torchvision(reading, release, torch_upgraded)
     if torch_upgraded:
         _unpin_torch_pairs(reading, release)
+    _unpin_other_torch_builds(reading, release)
     if reading.python and python_exact and python == python_exact:
         reading.note(reading.python.text, "derived", f"python: {python}")
     _note_torch_choice(reading, torch, route, wish)

@@ -23,17 +23,12 @@ from typing import Any
 from packaging.version import Version
 
 from builder.init.base_images import ImageTorch, image_cuda, image_platform, image_python, image_torch
-from builder.init.dockerfile_shell import Install, find_install, shell_commands, stated_python
+from builder.init.dockerfile_shell import Install, find_install, pip_arguments, shell_commands, stated_python
 from builder.init.dockerfile_vars import BuildVariables
 from builder.init.lines import CondaLine
 from builder.init.read_requirements import read_included_requirements
 from builder.init.reading import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
 
-# pip flags that take a value, and the ones of them envbuild reads
-PIP_VALUE_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement",
-                   "-c", "--constraint", "-e", "--editable", "-t", "--target", "--prefix", "--root",
-                   "--python", "--cache-dir", "--progress-bar", "--platform", "--python-version", "--only-binary",
-                   "--no-binary", "--trusted-host"}
 UNSET_VARIABLE = re.compile(r"\$\{?\w+\}?")  # what BuildVariables leaves of a variable it has no value for
 CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file"}
 
@@ -274,20 +269,7 @@ def _read_conda_env_file(reading: Reading, install: Install, stage: _Stage) -> N
 
 
 def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None:
-    packages: list[str] = []
-    options: list[str] = []
-    position = 0
-    while position < len(words):
-        word = words[position]
-        flag, sep, value = word.partition("=")
-        if word.startswith("-") and flag in PIP_VALUE_FLAGS:
-            if not sep:
-                position += 1
-                value = words[position] if position < len(words) else ""
-            options.append(f"{flag} {value}")
-        elif not word.startswith("-"):
-            packages.append(word)
-        position += 1
+    options, packages = pip_arguments(words)
     # the command's options apply to all of its packages, wherever they stand on the line
     for option in options:
         _read_pip_option(reading, option, stage)

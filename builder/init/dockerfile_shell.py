@@ -19,6 +19,11 @@ CONDA_TOOLS = {"conda", "mamba", "micromamba"}
 SYSTEM_INSTALLERS = {"apt-get", "apt", "yum", "dnf", "apk", "microdnf"}
 PYTHON_WORD = re.compile(r"python(3\.\d{1,2})")
 MAX_SHELL_DEPTH = 3
+# pip flags that take a value
+PIP_VALUE_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement",
+                   "-c", "--constraint", "-e", "--editable", "-t", "--target", "--prefix", "--root",
+                   "--python", "--cache-dir", "--progress-bar", "--platform", "--python-version", "--only-binary",
+                   "--no-binary", "--trusted-host", "-w", "--wheel-dir"}
 
 
 @dataclass(frozen=True)
@@ -107,3 +112,24 @@ def _python_of(words: list[str] | tuple[str, ...]) -> str | None:
         if match:
             return match[1]
     return None
+
+
+
+def pip_arguments(words: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The words after `pip install`: its options that take a value (`--index-url URL`, `-r FILE`), each as
+    one `flag value` string, and its packages; flags without a value are left out."""
+    packages: list[str] = []
+    options: list[str] = []
+    position = 0
+    while position < len(words):
+        word = words[position]
+        flag, sep, value = word.partition("=")
+        if word.startswith("-") and flag in PIP_VALUE_FLAGS:
+            if not sep:
+                position += 1
+                value = words[position] if position < len(words) else ""
+            options.append(f"{flag} {value}")
+        elif not word.startswith("-"):
+            packages.append(word)
+        position += 1
+    return options, packages

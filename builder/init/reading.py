@@ -425,11 +425,18 @@ def _read_pip_torch(reading: Reading, text: str, requirement: Requirement) -> No
 
 
 def _keep_pip_extra(reading: Reading, text: str, name: str, line: str, requirement: Requirement) -> None:
+    built_for = BUILD_CUDA.search(_local_tag(requirement) or "")
+    if built_for:  # `colossalai==0.2.0+torch1.12cu11.3`: a build for that CUDA, weaker than torch's own
+        reading.weak_hints.append(Hint(text, f"{int(built_for[1])}.{built_for[2]}"))
     compact = line.replace(" ", "")
     without_local = re.sub(r"\+(cu\d+|cpu|rocm[0-9.]+)(?=$|,)", "", compact)
     if without_local != compact:
         reading.note(text, "unpinned", "the local tag is left out: the target's wheel index supplies the build")
     _keep(reading, "pip", name, text, without_local, requirement.name)
+
+
+# the CUDA in an extension's local tag: `cu11.3`, `cu113`, `cu121` (after a `torch1.12` part or alone)
+BUILD_CUDA = re.compile(r"(?:^|[^a-z])cu(\d{1,2})\.?(\d)$")
 
 
 def _local_tag(requirement: Requirement) -> str | None:

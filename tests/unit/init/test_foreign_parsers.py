@@ -278,3 +278,12 @@ def test_an_open_torch_next_to_a_pinned_torchvision_is_the_torch_it_pairs_with()
     draft = draft_from_environment(read_requirements_text("torch\ntorchvision==0.20.0\n", "requirements.txt"),
                                    "probe")
     assert (draft.data["torch"], draft.data["torchvision"]) == ("2.5.1", "0.20.0")
+
+
+def test_an_extension_built_for_another_torch_is_unpinned_and_its_cuda_read() -> None:
+    text = "torch==2.1.2\ncolossalai==0.2.0+torch1.12cu11.3\n"
+    reading = read_requirements_text(text, "requirements.txt")
+    assert file_facts(reading).cuda == "11.3"
+    draft = draft_from_environment(reading, "probe", upgrade=True)
+    assert "colossalai" in draft.data["pip"]
+    assert any(n.entry == "colossalai==0.2.0+torch1.12cu11.3" and n.outcome == "upgraded" for n in draft.notes)

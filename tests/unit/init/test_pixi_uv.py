@@ -619,3 +619,25 @@ def test_pips_default_index_is_known_by_pips_own_name_for_it() -> None:
     assert is_pips_default_index(f"https://{PyPI.file_storage_domain}/packages/aa/bb/x-1.0-py3-none-any.whl")
     assert not is_pips_default_index("https://pypi-index.invalid/simple")
     assert not is_pips_default_index("https://download.pytorch.org/whl/cu128")
+
+
+def test_a_torch_only_a_hatch_env_script_installs_is_read_with_its_index(tmp_path: Path) -> None:
+    from builder.init.importer import init_spec
+
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[project]\nname = "p"\nrequires-python = ">=3.9"\n[tool.hatch.envs.ci.scripts]\n'
+                    'test = ["pip install torch==2.4.1 torchvision==0.19.1 --index-url '
+                    'https://download.pytorch.org/whl/cu121", "pytest"]\n', encoding="utf-8")
+    spec = init_spec(path, out=tmp_path / "envs" / "spec.yaml").spec
+    assert (spec.torch, spec.torchvision, [str(t.cuda) for t in spec.targets]) == ("2.4.1", "0.19.1", ["12.1"])
+
+
+def test_an_optional_extras_torch_pin_is_named_and_the_projects_torch_kept(tmp_path: Path) -> None:
+    from builder.init.importer import init_spec
+
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[project]\nname = "p"\ndependencies = ["torch>=2.1", "einops"]\n'
+                    '[project.optional-dependencies]\ndev = ["pytest", "torch==2.7.1"]\n', encoding="utf-8")
+    result = init_spec(path, out=tmp_path / "envs" / "spec.yaml")
+    assert result.spec.torch != "2.7.1" and "pytest" in result.spec.pip
+    assert any(n.entry == "extra dev: torch==2.7.1" and n.outcome == "dropped" for n in result.notes)
