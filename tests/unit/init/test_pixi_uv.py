@@ -641,3 +641,25 @@ def test_an_optional_extras_torch_pin_is_named_and_the_projects_torch_kept(tmp_p
     result = init_spec(path, out=tmp_path / "envs" / "spec.yaml")
     assert result.spec.torch != "2.7.1" and "pytest" in result.spec.pip
     assert any(n.entry == "extra dev: torch==2.7.1" and n.outcome == "dropped" for n in result.notes)
+
+
+def test_a_pixi_locks_packages_no_other_depends_on_are_kept_or_named() -> None:
+    from builder.init.pixi_lock import read_pixi_lock_data
+
+    cf = "https://conda.anaconda.org/conda-forge/linux-64"
+    git = "git+https://github.com/org/tool.git?rev=abc#abc"
+    data = {"version": 6, "environments": {"default": {
+        "channels": [{"url": "https://conda.anaconda.org/conda-forge/"}],
+        "packages": {"linux-64": [{"conda": f"{cf}/pytorch-2.8.0-cpu_mkl_py313_h1_102.conda"},
+                                  {"conda": f"{cf}/ninja-1.13.2-h1_0.conda"},
+                                  {"conda": f"{cf}/libzlib-1.3.1-h1_2.conda"},
+                                  {"conda": f"{cf}/python-3.13.9-h1_0_cp313.conda"},
+                                  {"pypi": git}]}}},
+        "packages": [{"conda": f"{cf}/pytorch-2.8.0-cpu_mkl_py313_h1_102.conda", "depends": ["libzlib >=1.3"]},
+                     {"conda": f"{cf}/ninja-1.13.2-h1_0.conda", "depends": ["libzlib"]},
+                     {"conda": f"{cf}/libzlib-1.3.1-h1_2.conda"},
+                     {"conda": f"{cf}/python-3.13.9-h1_0_cp313.conda", "depends": ["libzlib"]},
+                     {"pypi": git, "name": "tool", "requires_dist": ["torch"]}]}
+    variant = read_pixi_lock_data(data, "pixi.lock").variants[0].reading
+    assert variant.conda == ["ninja=1.13.2"]  # libzlib is a dependency; torch and python are read apart
+    assert any(n.entry == git and n.outcome == "unmapped" for n in variant.notes)
