@@ -281,7 +281,6 @@ def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None
                          "build it in your job once the env exists")
         else:
             read_pip_text(reading, package)
-    reading.foreign_pip_index = None
 
 
 def _read_pip_option(reading: Reading, option: str, stage: _Stage) -> None:

@@ -28,6 +28,7 @@ from builder.init.lines import (
     cuda_from_build,
     cuda_from_tag,
     cuda_from_version,
+    is_pips_default_index,
     load_import_rules,
     parse_conda_line,
 )
@@ -98,8 +99,6 @@ class Reading:
     cuda_majors: list[tuple[str, str]] = field(default_factory=list)
     # `cuda-version>=12.0`: a range the target's CUDA must fall in.
     cuda_ranges: list[tuple[str, SpecifierSet]] = field(default_factory=list)
-    # A pip index that is not PyTorch's: the packages listed after it need it, and a spec cannot carry it.
-    foreign_pip_index: str | None = None
     pip_requirements_seen: int = 0
     pip_lines_seen: int = 0
     # What lint reads about the file as written, before anything is dropped or added.
@@ -400,11 +399,6 @@ def _read_pip_requirement(reading: Reading, text: str, line: str, requirement: R
     reading.pip_requirements_seen += 1
     if not requirement.specifier and name in ML_PACKAGES:
         reading.unpinned.append(text)
-    if reading.foreign_pip_index and name not in ("torch", "torchvision"):
-        reading.note(text, "dropped",
-                     f"it comes from {reading.foreign_pip_index}, an index a spec cannot carry; install it in your "
-                     "job (`pip install --extra-index-url ...`) or mirror it into your own index")
-        return
     _read_cuda_wheel(reading, name, text, requirement)
     if name == "torch":
         _read_pip_torch(reading, text, requirement)
@@ -464,18 +458,21 @@ def _read_cuda_wheel(reading: Reading, name: str, text: str, requirement: Requir
 def _read_pip_index(reading: Reading, text: str, url: str) -> None:
     tag = url.rstrip("/").rsplit("/", 1)[-1]
     cuda = cuda_from_tag(tag)
+    # pip's index options apply to the whole file (or command), not to the lines after them: the packages
+    # stay, and the index is named
+    if cuda is None and is_pips_default_index(url):
+        reading.note(text, "dropped", "pip's default index, which every environment installs from already")
+    elif cuda is None and reading.pip_lines_seen == 1 and reading.kind != "Dockerfile":
+        reading.note(text, "unmapped",
+                     "not a PyTorch wheel index (no /cuXYZ or /cpu at its end); an index for every package is "
+                     "pip's own configuration (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL), not the spec's")
+    elif cuda is None:
+        reading.note(text, "dropped",
+                     "not a PyTorch wheel index, and a spec carries no other index; the packages are kept, and any "
+                     "that only this index serves needs it in your job (`pip install --extra-index-url ...`) or a "
+                     "mirror in your own index")
     if cuda is None:
-        if reading.pip_lines_seen == 1 and reading.kind != "Dockerfile":
-            reading.note(text, "unmapped",
-                         "not a PyTorch wheel index (no /cuXYZ or /cpu at its end); an index for every package is "
-                         "pip's own configuration (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL), not the spec's")
-        else:
-            reading.foreign_pip_index = url
-            reading.note(text, "dropped",
-                         "not a PyTorch wheel index, and a spec carries no other index; the packages listed after "
-                         "it are left out with it (see their lines)")
         return
-    reading.foreign_pip_index = None
     reading.pip_index_hints.append(Hint(text, cuda))
     reading.pip_index_urls.append(url)
 
