@@ -22,15 +22,25 @@ from typing import Any
 
 from packaging.version import Version
 
+from builder.errors import UsageError
 from builder.init.base_images import ImageTorch, image_cuda, image_platform, image_python, image_torch
 from builder.init.dockerfile_shell import Install, find_install, pip_arguments, shell_commands, stated_python
 from builder.init.dockerfile_vars import BuildVariables
 from builder.init.lines import CondaLine
 from builder.init.read_requirements import read_included_requirements
-from builder.init.reading import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
+from builder.init.reading import (
+    Hint,
+    Reading,
+    read_channel_list,
+    read_conda_text,
+    read_environment_dependency,
+    read_pip_text,
+    read_text_file,
+)
+from builder.specs.model import read_yaml_file
 
 UNSET_VARIABLE = re.compile(r"\$\{?\w+\}?")  # what BuildVariables leaves of a variable it has no value for
-CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file"}
+CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file", "-f"}
 
 
 def _buildkit_parser(reading: Reading) -> Any:
@@ -253,19 +263,37 @@ def _read_command(reading: Reading, words: list[str], stage: _Stage) -> None:
                                              "the spec lists the packages by name, which pip builds from source")
     elif install.tool == "conda":
         _read_conda_install(reading, list(install.words))
+        _read_conda_file_flags(reading, install, stage)
     else:
         _read_conda_env_file(reading, install, stage)
 
 
 def _read_conda_env_file(reading: Reading, install: Install, stage: _Stage) -> None:
-    """`conda env create -f environment.yml`: the env file is named (init reads one file at a time)."""
+    """`conda env create -f environment.yml` (or `update`): the env file, read in its place when the build
+    context holds it, else named."""
     words = list(install.words)
     flag = next((i for i, w in enumerate(words) if w in ("-f", "--file")), None)
     target = words[flag + 1] if flag is not None and flag + 1 < len(words) else "its environment file"
     found = stage.context_file(target) if flag is not None else None
-    where = f"{found.name}, beside the Dockerfile" if found else target
-    reading.note(install.text, "unmapped", f"the packages of {where} are installed here: run `envbuild init` on "
-                                           "that file for them")
+    if found is None or not _read_env_file(reading, found, install.text):
+        reading.note(install.text, "unmapped", f"the packages of {target} are installed here: run `envbuild init` "
+                                               "on that file for them")
+
+
+def _read_env_file(reading: Reading, path: Path, entry: str) -> bool:
+    """An environment.yml the build context holds, read into the Dockerfile's reading: its channels and its
+    dependencies, as if the Dockerfile listed them; False when it is no environment file."""
+    try:
+        data = read_yaml_file(path, "environment.yml")
+    except UsageError:
+        return False
+    if not isinstance(data, dict) or not isinstance(data.get("dependencies"), list):
+        return False
+    reading.note(entry, "derived", f"its packages ({path.name}) were read in its place")
+    read_channel_list(reading, data.get("channels"))
+    for item in data["dependencies"]:
+        read_environment_dependency(reading, item)
+    return True
 
 
 def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None:
@@ -317,3 +345,22 @@ def _read_conda_install(reading: Reading, words: list[str]) -> None:
     read_channel_list(reading, channels)
     for package in packages:
         read_conda_text(reading, package)
+
+
+def _read_conda_file_flags(reading: Reading, install: Install, stage: _Stage) -> None:
+    """`conda install --file list.txt`, `micromamba install -f env.yml`: the file read in its place when the
+    build context holds it (an environment.yml, or a list of conda package lines), else named."""
+    words = list(install.words)
+    for index, word in enumerate(words[:-1]):
+        if word not in ("-f", "--file"):
+            continue
+        found = stage.context_file(words[index + 1])
+        if found is not None and found.suffix in (".yml", ".yaml") and _read_env_file(reading, found, install.text):
+            continue
+        if found is not None and found.suffix not in (".yml", ".yaml"):
+            for line in read_text_file(found, "conda package list").splitlines():
+                if line.strip() and not line.lstrip().startswith(("#", "@")):
+                    read_conda_text(reading, line.strip())
+            continue
+        reading.note(install.text, "unmapped", f"the packages of {words[index + 1]} are installed here: run "
+                                               "`envbuild init` on that file for them")

@@ -483,3 +483,15 @@ def read_pip_text(reading: Reading, text: str, entry: str | None = None) -> None
     if entry and reading.pip_torch is not None and reading.pip_torch_text == text:
         reading.pip_torch_text = entry
         reading.hints = [Hint(entry, h.cuda) if h.entry == text else h for h in reading.hints]
+
+
+def read_environment_dependency(reading: Reading, item: Any) -> None:
+    """One item of an environment.yml's `dependencies:`: a conda line or a `pip:` list."""
+    if isinstance(item, str):
+        read_conda_text(reading, item)
+    elif isinstance(item, dict) and set(item) == {"pip"} and isinstance(item["pip"], list):
+        reading.has_pip_section = True
+        for line in item["pip"]:
+            read_pip_text(reading, str(line))
+    else:
+        reading.note(str(item), "unmapped", "not a package line or a `pip:` list")

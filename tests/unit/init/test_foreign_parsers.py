@@ -287,3 +287,16 @@ def test_an_extension_built_for_another_torch_is_unpinned_and_its_cuda_read() ->
     draft = draft_from_environment(reading, "probe", upgrade=True)
     assert "colossalai" in draft.data["pip"]
     assert any(n.entry == "colossalai==0.2.0+torch1.12cu11.3" and n.outcome == "upgraded" for n in draft.notes)
+
+
+def test_an_environment_file_the_dockerfile_installs_from_its_context_is_read(tmp_path: Path) -> None:
+    (tmp_path / "environment.yml").write_text(
+        "channels: [conda-forge]\ndependencies: [python=3.11, pytorch=2.5.1, cuda-version=12.4, einops]\n",
+        encoding="utf-8")
+    text = ("FROM mambaorg/micromamba:1.5\nCOPY environment.yml /tmp/env.yml\n"
+            "RUN micromamba env create -y -n app -f /tmp/env.yml\n")
+    reading = read_dockerfile_text(text, str(tmp_path / "Dockerfile"), context=tmp_path)
+    facts = file_facts(reading)
+    assert (facts.torch, facts.torch_from, facts.cuda, reading.conda) == ("2.5.1", "conda", "12.4", ["einops"])
+    missing = read_dockerfile_text("FROM ubuntu:22.04\nRUN conda env create -f env.yml\n", "Dockerfile")
+    assert any(n.outcome == "unmapped" and "env.yml" in n.reason for n in missing.notes)
