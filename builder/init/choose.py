@@ -91,6 +91,7 @@ def _cuda_hint(reading: Reading, route: Route) -> CudaWish:
     if CPU in concrete and any(h.cuda == SOME_CUDA for h in hints):
         concrete.add(SOME_CUDA)
     meaning = {CPU: "CPU", SOME_CUDA: "a CUDA build"}
+    hints, concrete = _torch_build_decides(reading, hints, concrete)
     if len(concrete) > 1:
         said = ", ".join(f"{h.entry!r} says {meaning.get(h.cuda, 'CUDA ' + h.cuda)}" for h in hints)
         raise reading.fail(f"conflicting CUDA hints: {said}; keep the one you mean and run `envbuild init` again")
@@ -105,6 +106,30 @@ def _cuda_hint(reading: Reading, route: Route) -> CudaWish:
         raise reading.fail(f"{reading.cuda_majors[0][0]!r} is a CUDA {majors[0]} wheel, but the file asks for CPU "
                            "torch; drop one of them")
     return CudaWish(exact, tuple(hints), majors, tuple(r for _, r in reading.cuda_ranges))
+
+
+NVIDIA_CUDA_WHEEL = re.compile(r"nvidia-[a-z-]+-cu\d{2}\b")  # nvidia-cublas-cu12, nvidia-cuda-runtime-cu11
+
+
+def _torch_build_decides(reading: Reading, hints: list[Hint], concrete: set[str]) -> tuple[list[Hint], set[str]]:
+    """torch's own build (`torch==2.1.0+cu118`, a legacy build string) names the CUDA it runs on: NVIDIA's CUDA
+    library wheels of another CUDA (`nvidia-cublas-cu11` next to a +cu121 torch, as an export of a twice-
+    upgraded env lists them) are the file's stray lines, named, not a conflict. A floor (conda-forge's
+    `cuda120_*`) decides nothing, and other packages built for another CUDA still conflict."""
+    entry = _torch_entry(reading)
+    own = {h.cuda for h in hints if h.entry == entry and h.cuda not in (SOME_CUDA, CPU) and not h.floor}
+    if len(own) != 1:
+        return hints, concrete
+    cuda = own.pop()
+    stray = [h for h in hints if h.cuda not in (cuda, SOME_CUDA) and NVIDIA_CUDA_WHEEL.match(h.entry)]
+    majors = [(e, major) for e, major in reading.cuda_majors
+              if major != cuda.split(".")[0] and NVIDIA_CUDA_WHEEL.match(e)]
+    for named, says in [*((h.entry, f"CUDA {h.cuda}") for h in stray), *((e, f"CUDA {m}") for e, m in majors)]:
+        reading.note(named, "dropped", f"it says {says}, but torch's own build ({entry!r}) is for CUDA {cuda}, "
+                                       "which decides; this line is left out")
+    reading.cuda_majors = [item for item in reading.cuda_majors if item not in majors]
+    kept = [h for h in hints if h not in stray]
+    return kept, {h.cuda for h in settled_hints(kept) if h.cuda != SOME_CUDA} | (concrete & {SOME_CUDA})
 
 
 def _cuda_variants(release: TorchRelease, route: Route) -> list[str]:

@@ -300,3 +300,11 @@ def test_an_environment_file_the_dockerfile_installs_from_its_context_is_read(tm
     assert (facts.torch, facts.torch_from, facts.cuda, reading.conda) == ("2.5.1", "conda", "12.4", ["einops"])
     missing = read_dockerfile_text("FROM ubuntu:22.04\nRUN conda env create -f env.yml\n", "Dockerfile")
     assert any(n.outcome == "unmapped" and "env.yml" in n.reason for n in missing.notes)
+
+
+def test_torchs_own_build_decides_over_nvidia_wheels_of_another_cuda() -> None:
+    text = "torch==2.1.0+cu118\nnvidia-cublas-cu11==11.11.3.6\nnvidia-cublas-cu12==12.1.3.1\nnvidia-nccl-cu12\n"
+    draft = draft_from_environment(read_requirements_text(text, "requirements.txt"), "probe")
+    assert draft.data["targets"] == [{"cuda": "11.8"}]
+    stray = {n.entry for n in draft.notes if n.outcome == "dropped" and "torch's own build" in n.reason}
+    assert stray == {"nvidia-cublas-cu12==12.1.3.1", "nvidia-nccl-cu12"}

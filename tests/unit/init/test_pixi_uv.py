@@ -663,3 +663,14 @@ def test_a_pixi_locks_packages_no_other_depends_on_are_kept_or_named() -> None:
     variant = read_pixi_lock_data(data, "pixi.lock").variants[0].reading
     assert variant.conda == ["ninja=1.13.2"]  # libzlib is a dependency; torch and python are read apart
     assert any(n.entry == git and n.outcome == "unmapped" for n in variant.notes)
+
+
+def test_a_manifests_platforms_other_than_linux_are_told_they_get_nothing(tmp_path: Path) -> None:
+    from builder.init.importer import init_spec
+
+    path = tmp_path / "pixi.toml"
+    path.write_text('[workspace]\nname = "p"\nchannels = ["conda-forge"]\n'
+                    'platforms = ["linux-64", "osx-arm64", "win-64"]\n[dependencies]\npytorch = "2.5.*"\n',
+                    encoding="utf-8")
+    notes = init_spec(path, out=tmp_path / "envs" / "spec.yaml").notes
+    assert any(n.entry == "platforms = ['osx-arm64', 'win-64']" and n.outcome == "dropped" for n in notes)
