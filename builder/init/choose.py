@@ -419,18 +419,31 @@ def _choose_torchvision(reading: Reading, release: TorchRelease | None, torch_up
 TORCH_PAIRS = ("torchaudio", "torchtext", "torchdata")  # released in step with torch, each pin fits one torch
 
 
-def _unpin_torch_pairs(reading: Reading, release: TorchRelease) -> None:
+def _unpin_torch_pairs(reading: Reading, release: TorchRelease, only_unpaired: bool, repair: bool) -> None:
+    """torchaudio, torchtext, torchdata pins, each built for one torch: left out once torch moved, or (torch
+    as the file pins it) where the pin is torchaudio's of another release (its 2.x numbering is torch's)."""
     for extras in (reading.conda, reading.pip):
         for index, package in enumerate(extras):
             name = re.split(r"[=<>!~\s\[]", package, maxsplit=1)[0]
+            unpaired = _other_torchaudio(name, package, release)
+            if only_unpaired and not (repair and unpaired):
+                continue
             if name.lower() in TORCH_PAIRS and name != package:
                 extras[index] = name
+                why = f"torch moved to {release.line}" if not only_unpaired else \
+                    f"it is the pin of another torch release than {release.line}"
                 reading.note(package, "upgraded", f"{name}'s pin is left out: it pairs with one torch release, "
-                                                  f"and torch moved to {release.line}")
+                                                  f"and {why}")
 
 
 # an extension's local tag naming the torch it was built for: `+torch1.12cu11.3`, `+pt21cu118`
 BUILT_FOR_TORCH = re.compile(r"\+(?:.*[^a-z])?(?:torch|pt)(\d)\.?(\d+)")
+
+
+def _other_torchaudio(name: str, package: str, release: TorchRelease) -> bool:
+    """A torchaudio pin of a 2.x release other than torch's (`torchaudio==2.0.2` next to torch 2.1)."""
+    pinned = re.fullmatch(r"torchaudio\s*={1,2}\s*(2\.\d+)(\.[\d.*]+)?", package.strip(), re.IGNORECASE)
+    return name.lower() == "torchaudio" and pinned is not None and pinned[1] != release.line
 
 
 def _unpin_other_torch_builds(reading: Reading, release: TorchRelease) -> None:
@@ -540,9 +553,11 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
     target = _choose_cuda(reading, route, wish, release)
     torch_upgraded = any(n.outcome == "upgraded" and n.reason.startswith("torch ") for n in reading.notes)
     python = _choose_python(reading, release, python_exact, python_wanted, may_upgrade=torch_upgraded)
-    torchvision = _choose_torchvision(reading, release, torch_upgraded)
-    if torch_upgraded:
-        _unpin_torch_pairs(reading, release)
+    # a companion of another torch release is re-paired (written with --upgrade), except on conda-forge,
+    # whose builds pair by their own depends (a lock's pair is right by construction)
+    repair = torch_upgraded or route is not Route.CONDA_FORGE
+    torchvision = _choose_torchvision(reading, release, repair)
+    _unpin_torch_pairs(reading, release, only_unpaired=not torch_upgraded, repair=repair)
     _unpin_other_torch_builds(reading, release)
     if reading.python and python_exact and python == python_exact:
         reading.note(reading.python.text, "derived", f"python: {python}")

@@ -308,3 +308,13 @@ def test_torchs_own_build_decides_over_nvidia_wheels_of_another_cuda() -> None:
     assert draft.data["targets"] == [{"cuda": "11.8"}]
     stray = {n.entry for n in draft.notes if n.outcome == "dropped" and "torch's own build" in n.reason}
     assert stray == {"nvidia-cublas-cu12==12.1.3.1", "nvidia-nccl-cu12"}
+
+
+def test_a_companion_of_another_torch_release_is_re_paired_with_upgrade() -> None:
+    text = "torch==2.1.2\ntorchvision==0.15.2\ntorchaudio==2.0.2\n"
+    with pytest.raises(UsageError, match="older than what envbuild builds|--upgrade"):
+        draft_from_environment(read_requirements_text(text, "requirements.txt"), "probe")
+    draft = draft_from_environment(read_requirements_text(text, "requirements.txt"), "probe", upgrade=True)
+    assert (draft.data["torch"], draft.data["torchvision"]) == ("2.1.2", "0.16.2")
+    assert "torchaudio" in draft.data["pip"]
+    assert any(n.entry == "torchaudio==2.0.2" and n.outcome == "upgraded" for n in draft.notes)
