@@ -410,6 +410,9 @@ def _read_pip_requirement(reading: Reading, text: str, line: str, requirement: R
 
 def _read_pip_torch(reading: Reading, text: str, requirement: Requirement) -> None:
     if reading.pip_torch is not None:
+        if str(requirement.specifier) != str(reading.pip_torch.specifier):
+            reading.note(text, "dropped", f"a second torch pin; torch is read from {reading.pip_torch_text!r} "
+                                          "(two pins of one package fight: keep one)")
         return
     reading.pip_torch, reading.pip_torch_text = requirement, text
     local = _local_tag(requirement)

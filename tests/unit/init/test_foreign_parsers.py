@@ -318,3 +318,9 @@ def test_a_companion_of_another_torch_release_is_re_paired_with_upgrade() -> Non
     assert (draft.data["torch"], draft.data["torchvision"]) == ("2.1.2", "0.16.2")
     assert "torchaudio" in draft.data["pip"]
     assert any(n.entry == "torchaudio==2.0.2" and n.outcome == "upgraded" for n in draft.notes)
+
+
+def test_a_second_torch_pin_is_flagged() -> None:
+    reading = read_requirements_text("torch==2.4.1\neinops\ntorch==2.5.1\n", "requirements.txt")
+    assert file_facts(reading).torch == "2.4.1"
+    assert any(n.entry == "torch==2.5.1" and n.outcome == "dropped" for n in reading.notes)
