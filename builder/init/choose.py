@@ -91,6 +91,7 @@ def _cuda_hint(reading: Reading, route: Route) -> CudaWish:
     if CPU in concrete and any(h.cuda == SOME_CUDA for h in hints):
         concrete.add(SOME_CUDA)
     meaning = {CPU: "CPU", SOME_CUDA: "a CUDA build"}
+    hints, concrete = _torch_build_decides(reading, hints, concrete)
     if len(concrete) > 1:
         said = ", ".join(f"{h.entry!r} says {meaning.get(h.cuda, 'CUDA ' + h.cuda)}" for h in hints)
         raise reading.fail(f"conflicting CUDA hints: {said}; keep the one you mean and run `envbuild init` again")
@@ -105,6 +106,30 @@ def _cuda_hint(reading: Reading, route: Route) -> CudaWish:
         raise reading.fail(f"{reading.cuda_majors[0][0]!r} is a CUDA {majors[0]} wheel, but the file asks for CPU "
                            "torch; drop one of them")
     return CudaWish(exact, tuple(hints), majors, tuple(r for _, r in reading.cuda_ranges))
+
+
+NVIDIA_CUDA_WHEEL = re.compile(r"nvidia-[a-z-]+-cu\d{2}\b")  # nvidia-cublas-cu12, nvidia-cuda-runtime-cu11
+
+
+def _torch_build_decides(reading: Reading, hints: list[Hint], concrete: set[str]) -> tuple[list[Hint], set[str]]:
+    """torch's own build (`torch==2.1.0+cu118`, a legacy build string) names the CUDA it runs on: NVIDIA's CUDA
+    library wheels of another CUDA (`nvidia-cublas-cu11` next to a +cu121 torch, as an export of a twice-
+    upgraded env lists them) are the file's stray lines, named, not a conflict. A floor (conda-forge's
+    `cuda120_*`) decides nothing, and other packages built for another CUDA still conflict."""
+    entry = _torch_entry(reading)
+    own = {h.cuda for h in hints if h.entry == entry and h.cuda not in (SOME_CUDA, CPU) and not h.floor}
+    if len(own) != 1:
+        return hints, concrete
+    cuda = own.pop()
+    stray = [h for h in hints if h.cuda not in (cuda, SOME_CUDA) and NVIDIA_CUDA_WHEEL.match(h.entry)]
+    majors = [(e, major) for e, major in reading.cuda_majors
+              if major != cuda.split(".")[0] and NVIDIA_CUDA_WHEEL.match(e)]
+    for named, says in [*((h.entry, f"CUDA {h.cuda}") for h in stray), *((e, f"CUDA {m}") for e, m in majors)]:
+        reading.note(named, "dropped", f"it says {says}, but torch's own build ({entry!r}) is for CUDA {cuda}, "
+                                       "which decides; this line is left out")
+    reading.cuda_majors = [item for item in reading.cuda_majors if item not in majors]
+    kept = [h for h in hints if h not in stray]
+    return kept, {h.cuda for h in settled_hints(kept) if h.cuda != SOME_CUDA} | (concrete & {SOME_CUDA})
 
 
 def _cuda_variants(release: TorchRelease, route: Route) -> list[str]:
@@ -204,9 +229,7 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
         return oldest.latest, oldest
     candidates = [r for r in usable if wanted.contains(r.latest) and _fits(r, route, wish, python)]
     if candidates:
-        chosen = candidates[-1]
-        reading.note(text, "assumed",
-                     f"torch {chosen.latest}: the newest release that fits {_conditions(route, wish, python)}")
+        chosen = _newest_fit(reading, text, candidates, _conditions(route, wish, python))
         return chosen.latest, chosen
     allowed = [r for r in usable if wanted.contains(r.latest)]
     if not allowed and _below(wanted, usable[0].latest):
@@ -236,6 +259,26 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
                        f"{_conditions(route, wish, python)} (known: {known})")
 
 
+def _newest_fit(reading: Reading, text: str, candidates: list[TorchRelease], conditions: str) -> TorchRelease:
+    """The newest release that fits; with torch left open and torchvision pinned, the one it pairs with."""
+    torchvision = _pinned_torchvision(reading)
+    paired = [r for r in candidates if torchvision and paired_torchvision(r, torchvision)]
+    if paired:
+        reading.note(text, "assumed", f"torch {paired[-1].latest}: the release torchvision {torchvision} pairs "
+                                      f"with that fits {conditions}")
+        return paired[-1]
+    reading.note(text, "assumed", f"torch {candidates[-1].latest}: the newest release that fits {conditions}")
+    return candidates[-1]
+
+
+def _pinned_torchvision(reading: Reading) -> str | None:
+    """The one torchvision version the file pins (`torchvision==0.20.0`, `torchvision=0.20.0`), if any."""
+    if reading.pip_torchvision is not None:
+        pins = [s.version for s in reading.pip_torchvision.specifier if s.operator in ("==", "===")]
+        return exact_version(pins[0]) if len(pins) == 1 else None
+    return exact_version(reading.conda_torchvision.version) if reading.conda_torchvision else None
+
+
 def _below(wanted: SpecifierSet, oldest: str) -> bool:
     """Whether a version constraint only allows releases older than `oldest` (`1.12.*`, `<2`, `==1.13.1`)."""
     for specifier in wanted:
@@ -263,7 +306,7 @@ def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRel
     variants = _cuda_variants(release, route)
     if variant is None and wish.exact not in (None, SOME_CUDA, CPU):
         if version_tuple(wish.exact) >= version_tuple(variants[0]):
-            return wish.exact  # not too old, just not built: resolving the spec refuses it with the reason
+            return _image_cuda_build(reading, route, wish, release) or wish.exact
         variant = variants[0] if route is not Route.CONDA_FORGE else \
             next(v for v in variants if version_tuple(v) >= version_tuple(wish.exact))
         reading.note(_cuda_entry(reading, wish), "upgraded",
@@ -292,6 +335,23 @@ def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRel
                      f"target cuda{variant}: {why}; it is the newest CUDA of torch {release.line} on route "
                      f"{route.value} that fits (add targets for others)")
     return variant
+
+
+def _image_cuda_build(reading: Reading, route: Route, wish: CudaWish, release: TorchRelease) -> str | None:
+    """A base image's CUDA that its torch release has no wheel for (NGC builds torch for the image's own
+    CUDA): the release's newest build of the same CUDA major, older than the image's, which runs there
+    (CUDA minor-version compatibility). None for a CUDA a line of the file names (refused, with the reason,
+    when the spec is resolved)."""
+    entry = _cuda_entry(reading, wish)
+    assert wish.exact is not None
+    same_major = [v for v in _cuda_variants(release, route) if v.split(".")[0] == wish.exact.split(".")[0]
+                  and version_tuple(v) < version_tuple(wish.exact)]
+    if not entry.startswith("FROM ") or not same_major:
+        return None
+    reading.note(entry, "upgraded", f"target cuda{wish.exact} -> cuda{same_major[-1]}: torch {release.line} has no "
+                                    f"route {route.value} build for the image's CUDA {wish.exact}; its "
+                                    f"cuda{same_major[-1]} build runs on CUDA {wish.exact.split('.')[0]}.x")
+    return same_major[-1]
 
 
 def _cuda_entry(reading: Reading, wish: CudaWish) -> str:
@@ -359,14 +419,43 @@ def _choose_torchvision(reading: Reading, release: TorchRelease | None, torch_up
 TORCH_PAIRS = ("torchaudio", "torchtext", "torchdata")  # released in step with torch, each pin fits one torch
 
 
-def _unpin_torch_pairs(reading: Reading, release: TorchRelease) -> None:
+def _unpin_torch_pairs(reading: Reading, release: TorchRelease, only_unpaired: bool, repair: bool) -> None:
+    """torchaudio, torchtext, torchdata pins, each built for one torch: left out once torch moved, or (torch
+    as the file pins it) where the pin is torchaudio's of another release (its 2.x numbering is torch's)."""
     for extras in (reading.conda, reading.pip):
         for index, package in enumerate(extras):
             name = re.split(r"[=<>!~\s\[]", package, maxsplit=1)[0]
+            unpaired = _other_torchaudio(name, package, release)
+            if only_unpaired and not (repair and unpaired):
+                continue
             if name.lower() in TORCH_PAIRS and name != package:
                 extras[index] = name
+                why = f"torch moved to {release.line}" if not only_unpaired else \
+                    f"it is the pin of another torch release than {release.line}"
                 reading.note(package, "upgraded", f"{name}'s pin is left out: it pairs with one torch release, "
-                                                  f"and torch moved to {release.line}")
+                                                  f"and {why}")
+
+
+# an extension's local tag naming the torch it was built for: `+torch1.12cu11.3`, `+pt21cu118`
+BUILT_FOR_TORCH = re.compile(r"\+(?:.*[^a-z])?(?:torch|pt)(\d)\.?(\d+)")
+
+
+def _other_torchaudio(name: str, package: str, release: TorchRelease) -> bool:
+    """A torchaudio pin of a 2.x release other than torch's (`torchaudio==2.0.2` next to torch 2.1)."""
+    pinned = re.fullmatch(r"torchaudio\s*={1,2}\s*(2\.\d+)(\.[\d.*]+)?", package.strip(), re.IGNORECASE)
+    return name.lower() == "torchaudio" and pinned is not None and pinned[1] != release.line
+
+
+def _unpin_other_torch_builds(reading: Reading, release: TorchRelease) -> None:
+    """A pin whose local tag names the torch it was built for, another than the spec's: its pin is left out
+    (the build loads only into that torch), with the reason."""
+    for index, package in enumerate(reading.pip):
+        built = BUILT_FOR_TORCH.search(package)
+        if built and f"{built[1]}.{built[2]}" != release.line:
+            name = re.split(r"[=<>!~\s\[]", package, maxsplit=1)[0]
+            reading.pip[index] = name
+            reading.note(package, "upgraded", f"{name}'s pin is left out: its build is for torch "
+                                              f"{built[1]}.{built[2]}, and the spec's torch is {release.line}")
 
 
 def _pip_index(reading: Reading, route: Route) -> str | None:
@@ -464,9 +553,12 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
     target = _choose_cuda(reading, route, wish, release)
     torch_upgraded = any(n.outcome == "upgraded" and n.reason.startswith("torch ") for n in reading.notes)
     python = _choose_python(reading, release, python_exact, python_wanted, may_upgrade=torch_upgraded)
-    torchvision = _choose_torchvision(reading, release, torch_upgraded)
-    if torch_upgraded:
-        _unpin_torch_pairs(reading, release)
+    # a companion of another torch release is re-paired (written with --upgrade), except on conda-forge,
+    # whose builds pair by their own depends (a lock's pair is right by construction)
+    repair = torch_upgraded or route is not Route.CONDA_FORGE
+    torchvision = _choose_torchvision(reading, release, repair)
+    _unpin_torch_pairs(reading, release, only_unpaired=not torch_upgraded, repair=repair)
+    _unpin_other_torch_builds(reading, release)
     if reading.python and python_exact and python == python_exact:
         reading.note(reading.python.text, "derived", f"python: {python}")
     _note_torch_choice(reading, torch, route, wish)

@@ -13,23 +13,34 @@ of a requirements.txt or an environment.yml.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.init.base_images import ImageTorch, image_cuda, image_platform, image_torch
-from builder.init.dockerfile_vars import BuildVariables
-from builder.init.reading import Hint, Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
+from packaging.version import Version
 
-PIP_INSTALL = re.compile(r"^(?:\S*python[0-9.]*\s+-m\s+)?(?:uv\s+)?(?:\S*/)?pip[0-9.]*\s+install\b")
-CONDA_INSTALL = re.compile(r"^(?:\S*/)?(conda|mamba|micromamba)\s+(install|create)\b")
-# pip flags that take a value, and the ones of them envbuild reads
-PIP_VALUE_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement",
-                   "-c", "--constraint", "-e", "--editable", "-t", "--target", "--prefix", "--root",
-                   "--python", "--cache-dir", "--progress-bar", "--platform", "--python-version", "--only-binary",
-                   "--no-binary", "--trusted-host"}
-CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file"}
+from builder.errors import UsageError
+from builder.init.base_images import ImageTorch, image_cuda, image_platform, image_python, image_torch
+from builder.init.dockerfile_shell import Install, find_install, pip_arguments, shell_commands, stated_python
+from builder.init.dockerfile_vars import BuildVariables
+from builder.init.lines import CondaLine
+from builder.init.read_requirements import read_included_requirements
+from builder.init.reading import (
+    Hint,
+    Reading,
+    read_channel_list,
+    read_conda_text,
+    read_environment_dependency,
+    read_pip_text,
+    read_text_file,
+)
+from builder.specs.model import read_yaml_file
+
+UNSET_VARIABLE = re.compile(r"\$\{?\w+\}?")  # what BuildVariables leaves of a variable it has no value for
+CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file", "-f"}
 
 
 def _buildkit_parser(reading: Reading) -> Any:
@@ -44,10 +55,84 @@ def _buildkit_parser(reading: Reading) -> Any:
 
 
 def read_dockerfile(path: Path) -> Reading:
-    return read_dockerfile_text(read_text_file(path, "Dockerfile"), str(path))
+    return read_dockerfile_text(read_text_file(path, "Dockerfile"), str(path), context=path.parent)
 
 
-def read_dockerfile_text(text: str, source: str) -> Reading:
+@dataclass
+class _Stage:
+    """What the instructions so far set up: build variables, stage names, and in the stage that runs now the
+    files COPY brought from the build context, the working directory and the Python it installs."""
+
+    context: Path | None  # the build context: the Dockerfile's folder when read from a file
+    variables: BuildVariables = field(default_factory=BuildVariables)
+    names: dict[str, str | None] = field(default_factory=dict)  # a stage's name -> the image it starts from
+    image: str | None = None
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (context path, container path)
+    workdir: str = "/"
+    python: tuple[str, str] | None = None  # (the command, X.Y)
+    cwd: str = "/"  # where the RUN line's shell stands now (`cd` moves it)
+    clones: dict[str, str] = field(default_factory=dict)  # a folder `git clone` made -> its repository
+
+    def start(self, image: str | None) -> None:
+        self.variables.start_stage()
+        self.image, self.copies, self.workdir, self.python, self.clones = image, [], "/", None, {}
+
+    def clone_of(self, target: str) -> str | None:
+        """The repository a pip target's folder was cloned from, when it lies in a `git clone` folder."""
+        if "://" in target or not target.startswith((".", "/")) and "/" not in target:
+            return None
+        where = posixpath.normpath(posixpath.join(self.cwd, target))
+        return next((url for folder, url in self.clones.items()
+                     if where == folder or where.startswith(folder + "/")), None)
+
+    def read_shell_move(self, words: list[str]) -> bool:
+        """`cd DIR` and `git clone URL [DIR]`: where the shell stands and what it cloned; False for others."""
+        if words[:1] == ["cd"] and len(words) > 1:
+            self.cwd = posixpath.normpath(posixpath.join(self.cwd, words[1]))
+            return True
+        if words[:2] != ["git", "clone"]:
+            return False
+        positional = [w for i, w in enumerate(words[2:], 2)
+                      if not w.startswith("-") and words[i - 1] not in ("-b", "--branch", "--depth", "-o")]
+        if positional:
+            url = positional[0]
+            folder = positional[1] if len(positional) > 1 else url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+            self.clones[posixpath.normpath(posixpath.join(self.cwd, folder))] = url
+        return True
+
+    def context_file(self, target: str) -> Path | None:
+        """The build-context file a container path names (through the stage's COPY lines), when it is a file
+        inside the context; else None."""
+        if self.context is None or "://" in target:
+            return None
+        wanted = posixpath.normpath(posixpath.join(self.workdir, target))
+        candidates = [_copied_from(source, dest, wanted) for source, dest in reversed(self.copies)]
+        candidates.append(target if not target.startswith("/") else None)  # a file beside the Dockerfile
+        root = self.context.resolve()
+        for candidate in filter(None, candidates):
+            path = (self.context / candidate).resolve()
+            if path.is_relative_to(root) and path.is_file():
+                return path
+        return None
+
+
+def _copied_from(source: str, dest: str, wanted: str) -> str | None:
+    """The context path COPY `source` `dest` put at `wanted`, or None."""
+    source = source.rstrip("/") or "."
+    if wanted == dest and source != ".":
+        return source
+    inside = wanted.startswith(dest.rstrip("/") + "/")
+    rest = wanted[len(dest.rstrip("/")) + 1:] if inside else ""
+    if not inside:
+        return None
+    if source == ".":
+        return rest
+    if rest == posixpath.basename(source):  # COPY requirements.txt /tmp/
+        return source
+    return posixpath.join(source, rest)  # COPY requirements/ /app/requirements/
+
+
+def read_dockerfile_text(text: str, source: str, context: Path | None = None) -> Reading:
     reading = Reading(source, kind="Dockerfile")
     buildkit = _buildkit_parser(reading)
     try:
@@ -55,30 +140,50 @@ def read_dockerfile_text(text: str, source: str) -> Reading:
     except buildkit.GoParseError as error:
         raise reading.fail(f"buildkit's parser refuses it ({str(error).splitlines()[0][:160]}); fix it until "
                            "`docker build` reads it") from None
-    variables = BuildVariables()
+    stage = _Stage(context)
     base: ImageTorch | None = None
-    stages: set[str] = set()
     for command in commands:
         keyword = command.cmd.upper()
         if keyword == "FROM":
-            base = _read_from(reading, command, variables, stages)
+            base = _read_from(reading, command, stage)
         else:
-            _read_instruction(reading, keyword, command, variables)
+            _read_instruction(reading, keyword, command, stage)
     if reading.pip_torch is None and reading.conda_torch is None and base is not None:
         _read_base_image_torch(reading, base)
+    _read_stage_python(reading, stage)
     return reading
 
 
-def _read_instruction(reading: Reading, keyword: str, command: Any, variables: BuildVariables) -> None:
-    """An instruction other than FROM: ARG and ENV set variables, RUN lines may install."""
+def _read_stage_python(reading: Reading, stage: _Stage) -> None:
+    """The Python of the stage that runs, unless a line of the file names one: the one the stage installs
+    or runs pip with, else its base image's."""
+    if reading.python is not None:
+        return
+    if stage.python:
+        reading.python = CondaLine(stage.python[0], "python", stage.python[1], None, None)
+    elif stage.image and image_python(stage.image):
+        reading.python = CondaLine(f"FROM {stage.image}", "python", image_python(stage.image), None, None)
+
+
+def _read_instruction(reading: Reading, keyword: str, command: Any, stage: _Stage) -> None:
+    """An instruction other than FROM: ARG and ENV set variables, WORKDIR and COPY place files, RUN lines
+    may install."""
+    variables = stage.variables
     if keyword == "ARG":
         variables.declare_args(command.value)
     elif keyword == "ENV":
         variables.set_env(command.value)
+    elif keyword == "WORKDIR" and command.value:
+        stage.workdir = posixpath.normpath(posixpath.join(stage.workdir, variables.expand(command.value[0])))
+    elif keyword in ("COPY", "ADD") and not any(f.startswith("--from") for f in command.flags):
+        words = [variables.expand(word) for word in command.value]
+        dest = posixpath.join(stage.workdir, words[-1]) if len(words) >= 2 else ""
+        stage.copies += [(word, dest) for word in words[:-1]]
     elif keyword == "RUN":
+        stage.cwd = stage.workdir
         for line in _shell_lines(command):
-            for part in re.split(r"&&|\|\||;", variables.expand(line)):
-                _read_command(reading, part.strip())
+            for words in shell_commands(variables.expand(line)):
+                _read_command(reading, words, stage)
 
 
 def _shell_lines(command: Any) -> list[str]:
@@ -90,22 +195,26 @@ def _shell_lines(command: Any) -> list[str]:
     return list(command.value)
 
 
-def _read_from(reading: Reading, command: Any, variables: BuildVariables, stages: set[str]) -> ImageTorch | None:
+def _read_from(reading: Reading, command: Any, stage: _Stage) -> ImageTorch | None:
     """A FROM line starts a stage afresh (the last stage's base is the image that runs): its base image,
     its platform flag, and the torch the image brings; an nvidia/cuda image is a weak hint."""
-    words = [variables.expand(word) for word in command.value]
-    variables.start_stage()
+    words = [stage.variables.expand(word) for word in command.value]
+    named = words[0] if words else ""
+    # `FROM build` names an earlier stage: it runs on that stage's image
+    direct = named not in stage.names
+    image = named or None if direct else stage.names[named]
+    stage.start(image)
     reading.weak_hints.clear()
-    image = words[0] if words else ""
     if len(words) >= 3 and words[1].lower() == "as":
-        stages.add(words[2])
+        stage.names[words[2]] = image
     for flag in command.flags:
-        platform = image_platform(variables.expand(flag)) if flag.startswith("--platform") else None
+        platform = image_platform(stage.variables.expand(flag)) if flag.startswith("--platform") else None
         if platform:
             reading.platforms = [platform]
-    if not image or image in stages:  # `FROM build` names an earlier stage, not an image
+    if image is None:
         return None
-    reading.base_images.append(image)
+    if direct:
+        reading.base_images.append(image)
     cuda = image_cuda(image)
     if cuda:
         reading.weak_hints.append(Hint(f"FROM {image}", cuda))
@@ -113,60 +222,107 @@ def _read_from(reading: Reading, command: Any, variables: BuildVariables, stages
 
 
 def _read_base_image_torch(reading: Reading, base: ImageTorch) -> None:
-    """A file whose lines install no torch runs its base image's."""
+    """A file whose lines install no torch runs its base image's: the version its tag or NVIDIA's notes
+    state, else an unpinned torch (the newest release fits, as for any unpinned torch) named as the image's."""
     entry = f"FROM {base.image}"
+    if base.torch is None and base.unlisted:
+        reading.torch_image = base  # refused by name: its torch is stated, in a row envbuild does not have
+        return
     if base.torch is None:
         reading.torch_image = base
-        if base.cuda:
-            reading.hints.append(Hint(entry, base.cuda))
-        return
-    public = re.fullmatch(r"\d+\.\d+(\.\d+)?", base.torch)
-    read_pip_text(reading, f"torch=={base.torch}" if public else f"torch=={_release_line(base.torch)}.*",
-                  entry=entry)
+        read_pip_text(reading, "torch", entry=entry)
+        reading.note(entry, "assumed", f"the base image brings torch ({base.why}), a version that moves with the "
+                                       "image; pin torch==X.Y.Z in a RUN pip line to keep it")
+    else:
+        read_pip_text(reading, f"torch=={Version(base.torch).base_version}", entry=entry)
+        reading.note(entry, "assumed", f"the base image brings torch {base.torch} ({base.why}); route pip: "
+                                       "envbuild builds its own environment with the PyTorch index's wheel for the "
+                                       "same CUDA")
     if base.cuda:
         reading.hints.append(Hint(entry, base.cuda))
-    reading.note(entry, "assumed", f"the base image brings torch {base.torch} ({base.why}); route pip: envbuild "
-                                   "builds its own environment with the PyTorch index's wheel for the same CUDA")
+    if base.rocm:
+        reading.note(entry, "assumed", f"a ROCm {base.rocm} build of torch (AMD GPUs): the image has no CUDA; "
+                                       "envbuild builds CUDA and CPU environments, so the spec's target is "
+                                       "envbuild's choice, not the image's")
 
 
-def _release_line(version: str) -> str:
-    """`2.10.0a0+b4e4ee81d3` (an NGC build) -> `2.10`: the public release line it leads to."""
-    return ".".join(version.split(".")[:2])
+def _read_command(reading: Reading, words: list[str], stage: _Stage) -> None:
+    command = shlex.join(words)
+    if stage.read_shell_move(words):
+        return
+    python = stated_python(words)
+    if python:
+        stage.python = (command, python)
+    install = find_install(words, command)
+    if install is None:
+        return
+    if install.tool in ("pip", "mim"):
+        _read_pip_install(reading, list(install.words), stage)
+        if install.tool == "mim":
+            reading.note(command, "assumed", "`mim install` picks OpenMMLab's build for the torch and CUDA it finds; "
+                                             "the spec lists the packages by name, which pip builds from source")
+    elif install.tool == "conda":
+        _read_conda_install(reading, list(install.words))
+        _read_conda_file_flags(reading, install, stage)
+    else:
+        _read_conda_env_file(reading, install, stage)
 
 
-def _read_command(reading: Reading, command: str) -> None:
+def _read_conda_env_file(reading: Reading, install: Install, stage: _Stage) -> None:
+    """`conda env create -f environment.yml` (or `update`): the env file, read in its place when the build
+    context holds it, else named."""
+    words = list(install.words)
+    flag = next((i for i, w in enumerate(words) if w in ("-f", "--file")), None)
+    target = words[flag + 1] if flag is not None and flag + 1 < len(words) else "its environment file"
+    found = stage.context_file(target) if flag is not None else None
+    if found is None or not _read_env_file(reading, found, install.text):
+        reading.note(install.text, "unmapped", f"the packages of {target} are installed here: run `envbuild init` "
+                                               "on that file for them")
+
+
+def _read_env_file(reading: Reading, path: Path, entry: str) -> bool:
+    """An environment.yml the build context holds, read into the Dockerfile's reading: its channels and its
+    dependencies, as if the Dockerfile listed them; False when it is no environment file."""
     try:
-        words = shlex.split(command, comments=True)
-    except ValueError:
-        return  # an unbalanced quote in a shell line that installs nothing envbuild reads
-    joined = " ".join(words)
-    if PIP_INSTALL.match(joined):
-        _read_pip_install(reading, words[[w.endswith("install") for w in words].index(True) + 1:])
-    elif CONDA_INSTALL.match(joined):
-        _read_conda_install(reading, words[2:])
+        data = read_yaml_file(path, "environment.yml")
+    except UsageError:
+        return False
+    if not isinstance(data, dict) or not isinstance(data.get("dependencies"), list):
+        return False
+    reading.note(entry, "derived", f"its packages ({path.name}) were read in its place")
+    read_channel_list(reading, data.get("channels"))
+    for item in data["dependencies"]:
+        read_environment_dependency(reading, item)
+    return True
 
 
-def _read_pip_install(reading: Reading, words: list[str]) -> None:
-    packages: list[str] = []
-    options: list[str] = []
-    position = 0
-    while position < len(words):
-        word = words[position]
-        flag, sep, value = word.partition("=")
-        if word.startswith("-") and flag in PIP_VALUE_FLAGS:
-            if not sep:
-                position += 1
-                value = words[position] if position < len(words) else ""
-            options.append(f"{flag} {value}")
-        elif not word.startswith("-"):
-            packages.append(word)
-        position += 1
+def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None:
+    options, packages = pip_arguments(words)
     # the command's options apply to all of its packages, wherever they stand on the line
     for option in options:
-        read_pip_text(reading, option)
+        _read_pip_option(reading, option, stage)
     for package in packages:
-        read_pip_text(reading, package)
-    reading.foreign_pip_index = None
+        clone = stage.clone_of(package)
+        if clone:
+            reading.note(f"pip install {package} (in the clone of {clone})", "unmapped",
+                         "a package built from a git clone; publish it to an index and pin it by version, or "
+                         "build it in your job once the env exists")
+        else:
+            read_pip_text(reading, package)
+
+
+def _read_pip_option(reading: Reading, option: str, stage: _Stage) -> None:
+    """An option of a pip command: a requirements file the build context holds is read in its place; an
+    index whose URL needs a build argument the file never gives is named, not read (it may be any index)."""
+    flag, _, target = option.partition(" ")
+    unset = UNSET_VARIABLE.search(target)
+    if flag in ("-i", "--index-url", "--extra-index-url") and unset:
+        reading.note(option, "unmapped", f"an index URL built from {unset[0]}, a build argument the file gives "
+                                         "no value; pass its URL in a spec's pip_index")
+        return
+    included = stage.context_file(target) if flag in ("-r", "--requirement") else None
+    if included is None or not read_included_requirements(reading, included, option):
+        read_pip_text(reading, option)
 
 
 def _read_conda_install(reading: Reading, words: list[str]) -> None:
@@ -189,3 +345,22 @@ def _read_conda_install(reading: Reading, words: list[str]) -> None:
     read_channel_list(reading, channels)
     for package in packages:
         read_conda_text(reading, package)
+
+
+def _read_conda_file_flags(reading: Reading, install: Install, stage: _Stage) -> None:
+    """`conda install --file list.txt`, `micromamba install -f env.yml`: the file read in its place when the
+    build context holds it (an environment.yml, or a list of conda package lines), else named."""
+    words = list(install.words)
+    for index, word in enumerate(words[:-1]):
+        if word not in ("-f", "--file"):
+            continue
+        found = stage.context_file(words[index + 1])
+        if found is not None and found.suffix in (".yml", ".yaml") and _read_env_file(reading, found, install.text):
+            continue
+        if found is not None and found.suffix not in (".yml", ".yaml"):
+            for line in read_text_file(found, "conda package list").splitlines():
+                if line.strip() and not line.lstrip().startswith(("#", "@")):
+                    read_conda_text(reading, line.strip())
+            continue
+        reading.note(install.text, "unmapped", f"the packages of {words[index + 1]} are installed here: run "
+                                               "`envbuild init` on that file for them")

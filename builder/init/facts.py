@@ -6,6 +6,7 @@ decides a spec from the same `Reading`, and may move a version the file states (
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from builder.init.lines import SOME_CUDA
@@ -38,7 +39,8 @@ def _torch(reading: Reading) -> tuple[str | None, str]:
         from_image = (reading.pip_torch_text or "").startswith(BASE_IMAGE_ENTRY)
         return version, "base-image" if from_image else "pip"
     if reading.conda_torch is not None:
-        return reading.conda_torch.version or "", "conda"
+        # conda's `==2.1.2` is the one version 2.1.2, as `=2.1.2=build` is
+        return re.sub(r"^==(?=\d[\w.+]*$)", "", reading.conda_torch.version or ""), "conda"
     if reading.torch_image is not None:  # a base image's torch whose version its tag does not state
         return "", "base-image"
     return None, "none"

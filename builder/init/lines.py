@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import urllib.parse
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -180,3 +181,14 @@ def python_minor(version: str | None) -> str | None:
     match = re.fullmatch(r"=*(3)\.(\d+)(\.[0-9*]+)*\*?", version or "")
     return f"{match[1]}.{match[2]}" if match else None
 
+
+def is_pips_default_index(url: str) -> bool:
+    """Whether `url` is the public index pip installs from by default, as pip itself names it (its address
+    is pip's to know: no copy of it here); False where pip is not installed."""
+    try:
+        from pip._internal.models.index import PyPI
+    except ImportError:
+        return False
+    default = urllib.parse.urlsplit(PyPI.simple_url)
+    given = urllib.parse.urlsplit(url)
+    return given.hostname in (default.hostname, PyPI.file_storage_domain) and given.scheme in ("https", "http")

@@ -3,8 +3,10 @@
 Every version lists, per environment, its channels and per platform the URL of each locked package
 (`- conda: URL`, `- pypi: URL`); the file name of a URL names the package, its version and its build.
 Version 7 names its platforms (`p1`, `linux-64`) in a `platforms:` list with the virtual packages each
-declared (`__cuda=12`, `__cuda_arch=8.6`). As with a conda-lock.yml, only torch, its CUDA, torchvision and
-Python are read: the rest of a lock is dependencies.
+declared (`__cuda=12`, `__cuda_arch=8.6`). Torch, its CUDA, torchvision and Python are read from their
+builds; of the rest, the packages that no other locked package depends on (the file's `packages:` records list
+each one's `depends` / `requires_dist`) are what the manifest asked for: they are kept at their locked
+versions (a wheel) or named (a pypi package from git or a folder). Everything else is their dependencies.
 """
 
 from __future__ import annotations
@@ -42,11 +44,14 @@ def read_pixi_lock_data(data: Any, source: str) -> VariantsReading:
     if not isinstance(environments, dict) or not environments:
         raise reading.fail("a pixi.lock lists its `environments:`; this one has none")
     platforms = _lock_platforms(data.get("platforms"))
+    records = _records(data.get("packages"))
     for name, body in environments.items():
         if isinstance(body, dict):
-            _read_environment(reading, str(name), body, platforms)
+            _read_environment(reading, str(name), body, platforms, records)
     reading.note("(the whole file)", "assumed", "a lock, mostly dependencies: torch, its CUDA and Python were read "
-                                               "per environment; add the packages you asked for to `conda:`/`pip:`")
+                                               "per environment, and the packages no other locked package "
+                                               "depends on (what the manifest asked for) kept at their locked "
+                                               "versions; the rest are their dependencies")
     reading.summarise()
     return reading
 
@@ -65,8 +70,19 @@ def _lock_platforms(entries: Any) -> dict[str, LockPlatform]:
     return platforms
 
 
+def _records(entries: Any) -> dict[str, dict[str, Any]]:
+    """The file's package records by their URL (`conda:`/`pypi:` from version 5, `url:` in version 4)."""
+    records: dict[str, dict[str, Any]] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict):
+            url = entry.get("conda") or entry.get("pypi") or entry.get("url")
+            if url:
+                records[str(url)] = entry
+    return records
+
+
 def _read_environment(reading: VariantsReading, name: str, body: dict[str, Any],
-                      platforms: dict[str, LockPlatform]) -> None:
+                      platforms: dict[str, LockPlatform], records: dict[str, dict[str, Any]]) -> None:
     packages: dict[str, Any] = body["packages"] if isinstance(body.get("packages"), dict) else {}
     locked = {str(p): platforms.get(str(p), LockPlatform(str(p), str(p), {})) for p in packages}
     subdirs = [p.subdir for p in locked.values()]
@@ -75,6 +91,7 @@ def _read_environment(reading: VariantsReading, name: str, body: dict[str, Any],
     for platform in chosen:
         label = f"environment {name}" + (f" on {platform.name}" if len(chosen) > 1 else "")
         variant = _read_locked(reading, label, body, platform, packages.get(platform.name) or [])
+        _read_requested(variant.reading, packages.get(platform.name) or [], records)
         if variant.reading.conda_torch is None and variant.reading.pip_torch is None:
             reading.note(label, "dropped", "no torch locked in it")
             continue
@@ -144,3 +161,43 @@ def _read_locked_torch(reading: Reading, conda: dict[str, tuple[str, str, str]])
     version, build, channel = conda[name]
     text = f"pytorch={version}={build}"
     read_conda_text(reading, f"{channel}::{text}" if channel else text)
+
+
+# read from their builds above, or installer and metapackage plumbing a spec does not list
+READ_ELSEWHERE = {*LOCKED_TORCH, "torchvision", "python", "cuda-version", "pytorch-cuda", "cpuonly", "pytorch-mutex",
+                  "python_abi", "torch"}
+
+
+def _read_requested(reading: Reading, entries: list[Any], records: dict[str, dict[str, Any]]) -> None:
+    """The packages of one platform that no other locked package depends on: conda ones kept at their locked
+    version, wheels pinned, a pypi package from git or a folder named."""
+    locked = [(kind, str(entry[kind])) for entry in entries if isinstance(entry, dict)
+              for kind in ("conda", "pypi") if entry.get(kind)]
+    named = {url: _locked_name(kind, url, records.get(url, {})) for kind, url in locked}
+    needed = {_requirement_name(str(d)) for url in named for key in ("depends", "requires_dist")
+              for d in records.get(url, {}).get(key) or []}
+    for kind, url in locked:
+        name = named[url]
+        if not name or name in needed or name in READ_ELSEWHERE or name.startswith("_"):
+            continue
+        version = str(records.get(url, {}).get("version") or "")
+        if kind == "conda":
+            found = CONDA_FILE.fullmatch(url.rsplit("/", 1)[-1])
+            read_conda_text(reading, f"{name}={found['version'] if found else version}".rstrip("="))
+        elif WHEEL_FILE.fullmatch(unquote(url.rsplit("/", 1)[-1])) and version:
+            read_pip_text(reading, f"{name}=={version}")
+        else:
+            reading.note(url, "unmapped", f"{name}: a pypi package the lock takes from git or a folder; publish it "
+                                          "to an index and pin it by version")
+
+
+def _locked_name(kind: str, url: str, record: dict[str, Any]) -> str:
+    if record.get("name"):
+        return _requirement_name(str(record["name"]))
+    found = (CONDA_FILE if kind == "conda" else WHEEL_FILE).fullmatch(unquote(url.rsplit("/", 1)[-1]))
+    return _requirement_name(found["name"]) if found else ""
+
+
+def _requirement_name(text: str) -> str:
+    """`llvm-openmp >=9.0.1`, `numpy>=1.0 ; extra == 'x'` -> the package's name, lowercased, `_` as `-`."""
+    return re.split(r"[\s<>=!~;\[(]", text.strip(), maxsplit=1)[0].lower().replace("_", "-")

@@ -88,11 +88,22 @@ def read_pixi_manifest_data(data: dict[str, Any], source: str, kind: str = "pixi
     reading.name = str(workspace.get("name") or (project or {}).get("name") or "") or None
     _note_workspace(reading, workspace)
     platforms = _platforms(reading, workspace.get("platforms"))
+    _note_other_platforms(reading, platforms)
     features = _features(reading, data, project or {})
     for environment in _environments(reading, data, features, platforms):
         _add_variants(reading, environment, features, workspace)
     reading.summarise()
     return reading
+
+
+def _note_other_platforms(reading: Reading, platforms: list[Platform]) -> None:
+    """The workspace's platforms other than Linux: envbuild builds Linux images, so the spec gives them
+    nothing (macOS has no CUDA; a Windows machine runs the Linux image under WSL2)."""
+    others = [p.subdir for p in platforms if not p.subdir.startswith("linux-")]
+    if others:
+        reading.note(f"platforms = {others}", "dropped",
+                     "envbuild builds Linux images: these platforms get no environment from the spec (macOS has "
+                     "no CUDA; on Windows the Linux image runs under WSL2); keep pixi for them")
 
 
 def _note_workspace(reading: Reading, workspace: dict[str, Any]) -> None:

@@ -20,7 +20,14 @@ from builder.init.pixi_lock import read_pixi_lock_data
 from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.platform_hints import keep_file_platform
 from builder.init.read_requirements import read_requirements
-from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text, read_text_file
+from builder.init.reading import (
+    Reading,
+    read_channel_list,
+    read_conda_text,
+    read_environment_dependency,
+    read_pip_text,
+    read_text_file,
+)
 from builder.init.uv_project import read_pyproject_data
 from builder.init.variants import read_toml_file
 from builder.specs.cuda import CudaVersion
@@ -178,7 +185,7 @@ def read_environment_data(data: Any, source: str) -> Reading:
     _read_platforms(reading, data.get("platforms"))
     _note_unread_keys(reading, data)
     for item in dependencies:
-        _read_dependency(reading, item)
+        read_environment_dependency(reading, item)
     if reading.conda_lines and reading.with_builds * 2 >= reading.conda_lines:
         reading.exported = True
     return reading
@@ -206,15 +213,3 @@ def _note_unread_keys(reading: Reading, data: dict[str, Any]) -> None:
             reason = ("envbuild specs set no environment variables; set them in your job or image"
                       if key == "variables" else "not a key envbuild reads from an environment.yml")
             reading.note(f"{key}:", "unmapped", reason)
-
-
-def _read_dependency(reading: Reading, item: Any) -> None:
-    """One item of `dependencies:`: a conda line or a `pip:` list."""
-    if isinstance(item, str):
-        read_conda_text(reading, item)
-    elif isinstance(item, dict) and set(item) == {"pip"} and isinstance(item["pip"], list):
-        reading.has_pip_section = True
-        for line in item["pip"]:
-            read_pip_text(reading, str(line))
-    else:
-        reading.note(str(item), "unmapped", "not a package line or a `pip:` list")

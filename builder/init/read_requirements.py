@@ -98,3 +98,16 @@ def _confine(source: Path, flag: str, target: str) -> None:
     except OutsideFolder as outside:
         raise UsageError(f"{source}: `{flag}` {outside}; an included file is read only inside the folder of the "
                          "file that names it: move it there, or pass --allow-outside to read it anyway") from None
+
+
+def read_included_requirements(reading: Reading, path: Path, entry: str) -> bool:
+    """A requirements file another file installs (a Dockerfile's `pip install -r FILE`), read into `reading`
+    in its place; False (left to a note) when it cannot be read."""
+    try:
+        text = read_text_file(path, "requirements file")
+    except UsageError:
+        return False
+    reading.note(entry, "derived", f"its requirements ({path.name}) were read in its place")
+    # the Dockerfile's build context confined `path`; its own `-r` lines are held to its folder
+    _read_lines(reading, path, parse_requirements_text(text), _Includes(frozenset({path.resolve()}), False))
+    return True

@@ -28,9 +28,11 @@ from builder.init.lines import (
     cuda_from_build,
     cuda_from_tag,
     cuda_from_version,
+    is_pips_default_index,
     load_import_rules,
     parse_conda_line,
 )
+from builder.init.wheels import WheelFile, read_wheel, wheel_location
 from builder.specs.model import CHANNEL_PATTERN, PACKAGE_PATTERN, Route
 from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
 
@@ -97,8 +99,6 @@ class Reading:
     cuda_majors: list[tuple[str, str]] = field(default_factory=list)
     # `cuda-version>=12.0`: a range the target's CUDA must fall in.
     cuda_ranges: list[tuple[str, SpecifierSet]] = field(default_factory=list)
-    # A pip index that is not PyTorch's: the packages listed after it need it, and a spec cannot carry it.
-    foreign_pip_index: str | None = None
     pip_requirements_seen: int = 0
     pip_lines_seen: int = 0
     # What lint reads about the file as written, before anything is dropped or added.
@@ -317,7 +317,11 @@ def _read_pip_option(reading: Reading, text: str, line: str) -> bool:
     """A pip line that is no requirement by name (an option, an editable folder, a URL): read, or noted
     as what a spec cannot carry. False for a requirement."""
     option = re.fullmatch(r"(--index-url|--extra-index-url|-i|--find-links|-f)[\s=]+(\S+)", line)
-    if option and option[1] in ("--find-links", "-f"):
+    location = wheel_location(line) if not line.startswith("-") else None
+    wheel = read_wheel(location) if location else None
+    if wheel:
+        _read_wheel(reading, text, wheel)
+    elif option and option[1] in ("--find-links", "-f"):
         reading.note(text, "dropped", "a find-links page; torch comes from the wheel index of the target's CUDA")
     elif option:
         _read_pip_index(reading, text, option[2])
@@ -332,6 +336,25 @@ def _read_pip_option(reading: Reading, text: str, line: str) -> bool:
     else:
         return False
     return True
+
+
+def _read_wheel(reading: Reading, text: str, wheel: WheelFile) -> None:
+    """A wheel installed by its file: its CPython (a cpXY wheel runs on that one only) is the file's Python
+    unless a line names one; torch and torchvision are read as their release (the spec takes that release's
+    wheel for the target's CUDA from the PyTorch index); any other wheel is named, as a spec cannot carry it."""
+    if wheel.python and reading.python is None:
+        reading.python = CondaLine(text, "python", wheel.python, None, None)
+    if wheel.name not in ("torch", "torchvision"):
+        reading.note(text, "unmapped", f"the wheel file of {wheel.name} {wheel.version}; publish it to an index "
+                                       "and pin it by version")
+        return
+    cuda_tag = wheel.local if wheel.local and cuda_from_tag(wheel.local) else None
+    pinned = f"{wheel.name}=={wheel.release}" + (f"+{cuda_tag}" if cuda_tag else "")
+    reading.note(text, "assumed", f"{wheel.name} {wheel.release}, the release of the wheel file's {wheel.version} "
+                                  f"(for {wheel.platform}); the spec takes that release's wheel from the PyTorch index")
+    read_pip_text(reading, pinned, entry=text)
+    if wheel.name == "torchvision" and reading.pip_torchvision_text == pinned:
+        reading.pip_torchvision_text = text
 
 
 def _pip_requirement(reading: Reading, text: str, line: str) -> Requirement | None:
@@ -376,11 +399,6 @@ def _read_pip_requirement(reading: Reading, text: str, line: str, requirement: R
     reading.pip_requirements_seen += 1
     if not requirement.specifier and name in ML_PACKAGES:
         reading.unpinned.append(text)
-    if reading.foreign_pip_index and name not in ("torch", "torchvision"):
-        reading.note(text, "dropped",
-                     f"it comes from {reading.foreign_pip_index}, an index a spec cannot carry; install it in your "
-                     "job (`pip install --extra-index-url ...`) or mirror it into your own index")
-        return
     _read_cuda_wheel(reading, name, text, requirement)
     if name == "torch":
         _read_pip_torch(reading, text, requirement)
@@ -392,6 +410,9 @@ def _read_pip_requirement(reading: Reading, text: str, line: str, requirement: R
 
 def _read_pip_torch(reading: Reading, text: str, requirement: Requirement) -> None:
     if reading.pip_torch is not None:
+        if str(requirement.specifier) != str(reading.pip_torch.specifier):
+            reading.note(text, "dropped", f"a second torch pin; torch is read from {reading.pip_torch_text!r} "
+                                          "(two pins of one package fight: keep one)")
         return
     reading.pip_torch, reading.pip_torch_text = requirement, text
     local = _local_tag(requirement)
@@ -401,11 +422,18 @@ def _read_pip_torch(reading: Reading, text: str, requirement: Requirement) -> No
 
 
 def _keep_pip_extra(reading: Reading, text: str, name: str, line: str, requirement: Requirement) -> None:
+    built_for = BUILD_CUDA.search(_local_tag(requirement) or "")
+    if built_for:  # `colossalai==0.2.0+torch1.12cu11.3`: a build for that CUDA, weaker than torch's own
+        reading.weak_hints.append(Hint(text, f"{int(built_for[1])}.{built_for[2]}"))
     compact = line.replace(" ", "")
     without_local = re.sub(r"\+(cu\d+|cpu|rocm[0-9.]+)(?=$|,)", "", compact)
     if without_local != compact:
         reading.note(text, "unpinned", "the local tag is left out: the target's wheel index supplies the build")
     _keep(reading, "pip", name, text, without_local, requirement.name)
+
+
+# the CUDA in an extension's local tag: `cu11.3`, `cu113`, `cu121` (after a `torch1.12` part or alone)
+BUILD_CUDA = re.compile(r"(?:^|[^a-z])cu(\d{1,2})\.?(\d)$")
 
 
 def _local_tag(requirement: Requirement) -> str | None:
@@ -433,18 +461,21 @@ def _read_cuda_wheel(reading: Reading, name: str, text: str, requirement: Requir
 def _read_pip_index(reading: Reading, text: str, url: str) -> None:
     tag = url.rstrip("/").rsplit("/", 1)[-1]
     cuda = cuda_from_tag(tag)
+    # pip's index options apply to the whole file (or command), not to the lines after them: the packages
+    # stay, and the index is named
+    if cuda is None and is_pips_default_index(url):
+        reading.note(text, "dropped", "pip's default index, which every environment installs from already")
+    elif cuda is None and reading.pip_lines_seen == 1 and reading.kind != "Dockerfile":
+        reading.note(text, "unmapped",
+                     "not a PyTorch wheel index (no /cuXYZ or /cpu at its end); an index for every package is "
+                     "pip's own configuration (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL), not the spec's")
+    elif cuda is None:
+        reading.note(text, "dropped",
+                     "not a PyTorch wheel index, and a spec carries no other index; the packages are kept, and any "
+                     "that only this index serves needs it in your job (`pip install --extra-index-url ...`) or a "
+                     "mirror in your own index")
     if cuda is None:
-        if reading.pip_lines_seen == 1 and reading.kind != "Dockerfile":
-            reading.note(text, "unmapped",
-                         "not a PyTorch wheel index (no /cuXYZ or /cpu at its end); an index for every package is "
-                         "pip's own configuration (PIP_INDEX_URL / PIP_EXTRA_INDEX_URL), not the spec's")
-        else:
-            reading.foreign_pip_index = url
-            reading.note(text, "dropped",
-                         "not a PyTorch wheel index, and a spec carries no other index; the packages listed after "
-                         "it are left out with it (see their lines)")
         return
-    reading.foreign_pip_index = None
     reading.pip_index_hints.append(Hint(text, cuda))
     reading.pip_index_urls.append(url)
 
@@ -455,3 +486,15 @@ def read_pip_text(reading: Reading, text: str, entry: str | None = None) -> None
     if entry and reading.pip_torch is not None and reading.pip_torch_text == text:
         reading.pip_torch_text = entry
         reading.hints = [Hint(entry, h.cuda) if h.entry == text else h for h in reading.hints]
+
+
+def read_environment_dependency(reading: Reading, item: Any) -> None:
+    """One item of an environment.yml's `dependencies:`: a conda line or a `pip:` list."""
+    if isinstance(item, str):
+        read_conda_text(reading, item)
+    elif isinstance(item, dict) and set(item) == {"pip"} and isinstance(item["pip"], list):
+        reading.has_pip_section = True
+        for line in item["pip"]:
+            read_pip_text(reading, str(line))
+    else:
+        reading.note(str(item), "unmapped", "not a package line or a `pip:` list")

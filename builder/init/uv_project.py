@@ -17,6 +17,7 @@ from packaging.markers import InvalidMarker, Marker, UndefinedComparison, Undefi
 from packaging.markers import default_environment as marker_environment
 from packaging.requirements import InvalidRequirement, Requirement
 
+from builder.init.dockerfile_shell import find_install, pip_arguments, shell_commands
 from builder.init.lines import cuda_from_tag, parse_conda_line
 from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.reading import LINUX_MARKERS, Hint, Reading, read_pip_text
@@ -53,6 +54,7 @@ class Project:
     indexes: dict[str, dict[str, Any]]  # [[tool.uv.index]] by name
     sources: dict[str, Any]  # [tool.uv.sources]
     uv: dict[str, Any]
+    hatch: tuple[Candidate, ...] = ()  # [tool.hatch.envs.*]: what each env's dependencies and scripts install
 
     @property
     def torch_sources(self) -> list[dict[str, Any]]:
@@ -70,8 +72,10 @@ def read_pyproject_data(data: dict[str, Any], source: str) -> VariantsReading:
         return read_pixi_manifest_data(tool["pixi"], source, kind="pyproject.toml", project=table)
     reading = VariantsReading(source, kind="pyproject.toml")
     uv = _table(tool.get("uv"))
-    project = Project(table, _strings(table.get("dependencies")), _indexes(uv), _table(uv.get("sources")), uv)
-    candidates = _candidates(table, data.get("dependency-groups"))
+    hatch = _hatch_envs(_table(_table(tool.get("hatch")).get("envs")))
+    project = Project(table, _strings(table.get("dependencies")), _indexes(uv), _table(uv.get("sources")), uv,
+                      hatch)
+    candidates = _candidates(table, data.get("dependency-groups")) + list(hatch)
     if not any(_has_torch(c.requirements) for c in candidates) and not _has_torch(project.base):
         raise reading.fail("no torch in it (in [project] dependencies, its extras or dependency groups); envbuild "
                            "builds PyTorch environments")
@@ -93,6 +97,24 @@ def _candidates(table: dict[str, Any], groups: Any) -> list[Candidate]:
     found = [Candidate("extra", str(name), _strings(deps)) for name, deps in extras.items()]
     found += [Candidate("group", str(name), _group(_table(groups), str(name), set())) for name in _table(groups)]
     return found
+
+
+def _hatch_envs(envs: dict[str, Any]) -> tuple[Candidate, ...]:
+    """Each hatch environment as what it installs: its `dependencies` and the packages and index options of
+    the `pip install` commands its scripts run (a script is a command or a list of them, run by a shell)."""
+    found = []
+    for name, env in envs.items():
+        env = _table(env)
+        installs = list(_strings(env.get("dependencies")))
+        for script in _table(env.get("scripts")).values():
+            for command in _strings(script) if isinstance(script, list) else (str(script),):
+                for words in shell_commands(command):
+                    install = find_install(words, command)
+                    if install is not None and install.tool == "pip":
+                        options, packages = pip_arguments(install.words)
+                        installs += [*options, *packages]
+        found.append(Candidate("hatch env", str(name), tuple(installs)))
+    return tuple(found)
 
 
 def _group(groups: dict[str, Any], name: str, seen: set[str]) -> tuple[str, ...]:
@@ -178,15 +200,31 @@ def _add_variant(reading: VariantsReading, candidate: Candidate, project: Projec
     variant_reading.has_pip_section = True
     requirements = project.base + candidate.requirements
     if candidate.kind == "project":
-        # one variant: the extras and groups that install torch are part of it
-        requirements += tuple(r for c in _candidates(project.table, None) if _has_torch(c.requirements)
-                              for r in c.requirements)
+        requirements += _torch_extras(variant_reading, project)
     _read_requirements(variant_reading, requirements, project)
     if source and source.get("index"):
         _read_torch_index(variant_reading, candidate, str(source["index"]), index_url)
     elif not source:
         _read_default_index(variant_reading, candidate, project)
     reading.variants.append(Variant(candidate.label, variant_reading))
+
+
+def _torch_extras(reading: Reading, project: Project) -> tuple[str, ...]:
+    """The one variant's share of the extras, groups and hatch envs that install torch: their packages; and
+    their torch only where [project] dependencies have none (an optional extra's pin is not the project's
+    torch: `pip install .[dev]` would move torch to it, and the extra is named)."""
+    requirements: list[str] = []
+    for candidate in (*_candidates(project.table, None), *project.hatch):
+        if not _has_torch(candidate.requirements):
+            continue
+        for requirement in candidate.requirements:
+            if _name_of(requirement) == "torch" and _has_torch(project.base):
+                reading.note(f"{candidate.label}: {requirement}", "dropped",
+                             "an optional extra's torch, not the project's; the spec keeps [project] "
+                             "dependencies' torch (installing the extra would move torch to this pin)")
+            else:
+                requirements.append(requirement)
+    return tuple(requirements)
 
 
 def _read_python(reading: Reading, requires: Any) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import re
 import sys
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from packaging.specifiers import SpecifierSet
 
 from builder.errors import UsageError
 from builder.init.choose import TORCH_PAIRS, SpecDraft, draft_from_environment
-from builder.init.lines import SOME_CUDA, Note, cuda_from_tag
+from builder.init.lines import SOME_CUDA, Note, cuda_from_tag, is_pips_default_index
 from builder.init.reading import Hint, Reading, read_text_file
 from builder.specs.compat import CompatData, load_compat
 from builder.specs.cuda import CPU, CudaVersion
@@ -118,18 +117,6 @@ def is_pytorch_wheel_index(url: str) -> bool:
     """Whether `url` is under PyTorch's wheel index (builder/data/sources.yaml), by http or https."""
     prefix = default_pip_index().split("{tag}")[0]
     return url.partition("://")[2].startswith(prefix.partition("://")[2])
-
-
-def is_pips_default_index(url: str) -> bool:
-    """Whether `url` is the public index pip installs from by default, as pip itself names it (its address
-    is pip's to know: no copy of it here); False where pip is not installed."""
-    try:
-        from pip._internal.models.index import PyPI
-    except ImportError:
-        return False
-    default = urllib.parse.urlsplit(PyPI.simple_url)
-    given = urllib.parse.urlsplit(url)
-    return given.hostname in (default.hostname, PyPI.file_storage_domain) and given.scheme in ("https", "http")
 
 
 def declare_driver(reading: Reading, entry: str, driver: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import UsageError
+from builder.init.base_images import image_torch
 from builder.init.choose import draft_from_environment
 from builder.init.dockerfile import read_dockerfile_text
 from builder.init.dockerfile_vars import BuildVariables
@@ -98,20 +99,88 @@ def test_buildkit_substitution_forms(text: str, expanded: str) -> None:
 
 @pytest.mark.parametrize("image, torch, cuda", [
     ("pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime", "2.3.1", "12.1"),
-    ("nvcr.io/nvidia/pytorch:25.12-py3", "2.10.*", "13.1"),
+    ("nvcr.io/nvidia/pytorch:25.12-py3", "2.10.0", "13.1"),  # its 2.10.0a0 build, read as its release
 ])
 def test_a_base_image_that_states_its_torch_is_read_as_its_source(image: str, torch: str, cuda: str) -> None:
     facts = file_facts(read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile"))
     assert (facts.torch, facts.torch_from, facts.cuda) == (torch, "base-image", cuda)
 
 
-@pytest.mark.parametrize("image", ["huggingface/transformers-pytorch-gpu", "nvcr.io/nvidia/pytorch:24.05-py3",
-                                   "pytorch/pytorch:latest"])
-def test_a_base_image_torch_without_a_stated_version_is_named_as_the_source(image: str) -> None:
+def test_an_ngc_release_missing_from_the_table_is_refused_by_name() -> None:
+    image = "nvcr.io/nvidia/pytorch:21.08-py3"
     reading = read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile")
     assert (file_facts(reading).torch, file_facts(reading).torch_from) == ("", "base-image")
-    with pytest.raises(UsageError, match=f"torch comes from the base image {image} "):
+    with pytest.raises(UsageError, match=f"torch comes from the base image {image} .*not in envbuild's NGC table"):
         draft_from_environment(reading, "probe")
+
+
+@pytest.mark.parametrize("image", ["huggingface/transformers-pytorch-gpu", "pytorch/pytorch:latest",
+                                   "rocm/pytorch:latest"])
+def test_a_base_image_whose_tag_states_no_torch_gives_an_assumed_unpinned_torch(image: str) -> None:
+    reading = read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile")
+    assert (file_facts(reading).torch, file_facts(reading).torch_from) == ("", "base-image")
+    draft = draft_from_environment(reading, "probe")
+    assert any(n.entry == f"FROM {image}" and n.outcome == "assumed" and "moves with the image" in n.reason
+               for n in draft.notes)
+
+
+@pytest.mark.parametrize("image, torch, cuda, python, rocm", [
+    ("rocm/pytorch:rocm7.2_ubuntu24.04_py3.12_pytorch_release_2.7.1", "2.7.1", None, "3.12", "7.2"),
+    ("cnstark/pytorch:2.0.1-py3.9.17-cuda11.8.0-ubuntu20.04", "2.0.1", "11.8", "3.9", None),
+    ("runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04", "2.4.0", "12.4", "3.11", None),
+])
+def test_a_third_party_torch_image_is_read_from_its_tag_tokens(image: str, torch: str, cuda: str | None,
+                                                               python: str, rocm: str | None) -> None:
+    found = image_torch(image)
+    assert found is not None
+    assert (found.torch, found.cuda, found.python, found.rocm) == (torch, cuda, python, rocm)
+
+
+def test_the_python_of_the_stage_that_runs_is_read_from_what_it_installs() -> None:
+    text = ("FROM nvidia/cuda:11.8.0-devel-ubuntu22.04 AS build\nRUN apt-get install -y python3.9\n"
+            "FROM nvidia/cuda:11.8.0-runtime-ubuntu22.04\nRUN apt-get update && apt-get install -y python3.10 "
+            "python3-pip\nRUN pip install torch==2.1.2 --index-url https://download.pytorch.org/whl/cu118\n")
+    assert draft_from_environment(read_dockerfile_text(text, "Dockerfile"), "probe").data["python"] == "3.10"
+    linked = "FROM ubuntu:22.04\nRUN ln -sf /usr/bin/python3.8 /usr/bin/python3 && TORCH=1 pip3 install torch==2.1.2\n"
+    reading = read_dockerfile_text(linked, "Dockerfile")
+    assert (reading.python.version if reading.python else None, file_facts(reading).torch) == ("3.8", "2.1.2")
+
+
+def test_a_later_stage_runs_on_the_image_of_the_stage_it_names() -> None:
+    text = "FROM nvcr.io/nvidia/pytorch:25.03-py3 AS base\nFROM base AS dev\nRUN pip install einops\n"
+    facts = file_facts(read_dockerfile_text(text, "Dockerfile"))
+    assert (facts.torch, facts.torch_from, facts.cuda) == ("2.7.0", "base-image", "12.8")
+
+
+def test_a_requirements_file_the_build_context_holds_is_read_where_the_dockerfile_installs_it(
+        tmp_path: Path) -> None:
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "gpu.txt").write_text("torch==2.4.1\neinops\n", encoding="utf-8")
+    (tmp_path / "outside.txt").write_text("torch==2.1.0\n", encoding="utf-8")
+    text = ("FROM python:3.11-slim\nWORKDIR /app\nCOPY . .\n"
+            "RUN pip install -r requirements/gpu.txt --index-url https://download.pytorch.org/whl/cu121\n")
+    reading = read_dockerfile_text(text, str(tmp_path / "Dockerfile"), context=tmp_path)
+    assert (file_facts(reading).torch, file_facts(reading).cuda, reading.pip) == ("2.4.1", "12.1", ["einops"])
+    assert reading.python is not None and reading.python.version == "3.11"
+    escaping = read_dockerfile_text("FROM python:3.11\nRUN pip install -r ../outside.txt\n",
+                                    str(tmp_path / "sub" / "Dockerfile"), context=tmp_path / "sub")
+    assert file_facts(escaping).torch is None  # a file outside the build context is not read
+
+
+def test_an_installer_is_found_whatever_runs_it() -> None:
+    for run in ("${PY} -m pip install torch==2.4.1", "micromamba run -n env pip install torch==2.4.1",
+                "uv pip install --system torch==2.4.1", "TCNN=1 sudo -H pip3 install torch==2.4.1",
+                "bash -c \"cd /x && pip install torch==2.4.1\""):
+        assert file_facts(read_dockerfile_text(f"FROM ubuntu:22.04\nRUN {run}\n", "Dockerfile")).torch == "2.4.1", run
+
+
+def test_a_wheel_file_is_read_by_its_name() -> None:
+    url = ("https://example.org/whl/torch-2.1.0a0+41361538.nv23.06-cp38-cp38-linux_aarch64.whl "
+           "https://example.org/whl/onnxruntime_gpu-1.18.0-cp38-cp38-linux_aarch64.whl")
+    reading = read_dockerfile_text(f"FROM ubuntu:20.04\nRUN pip install {url}\n", "Dockerfile")
+    assert file_facts(reading).torch == "2.1.0"
+    assert reading.python is not None and reading.python.version == "3.8"
+    assert any(n.outcome == "unmapped" and "onnxruntime-gpu 1.18.0" in n.reason for n in reading.notes)
 
 
 def test_from_platform_flag_keeps_the_platform() -> None:
@@ -189,3 +258,69 @@ def test_lint_names_packages_built_for_another_cuda_major_in_one_finding(text: s
     assert len(findings) == int(flagged)
     if flagged:
         assert "cupy-cuda11x" in findings[0].message and "cupy-cuda11x" in findings[0].fix
+
+
+def test_a_package_built_from_a_git_clone_is_named_by_its_repository() -> None:
+    text = ("FROM pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime\n"
+            "RUN git clone https://github.com/NVIDIA/apex && cd apex && pip install -v --no-build-isolation ./\n"
+            "RUN git clone -b main https://github.com/org/Thing.git src && cd ./src && BUILD=1 pip install .\n")
+    notes = [(n.entry, n.outcome) for n in read_dockerfile_text(text, "Dockerfile").notes]
+    assert ("pip install ./ (in the clone of https://github.com/NVIDIA/apex)", "unmapped") in notes
+    assert ("pip install . (in the clone of https://github.com/org/Thing.git)", "unmapped") in notes
+
+
+def test_a_conda_torch_pinned_with_double_equals_is_that_version() -> None:
+    text = "FROM ubuntu:22.04\nRUN conda install -y pytorch==2.1.2 pytorch-cuda=12.1 -c pytorch -c nvidia\n"
+    assert file_facts(read_dockerfile_text(text, "Dockerfile")).torch == "2.1.2"
+
+
+def test_an_open_torch_next_to_a_pinned_torchvision_is_the_torch_it_pairs_with() -> None:
+    draft = draft_from_environment(read_requirements_text("torch\ntorchvision==0.20.0\n", "requirements.txt"),
+                                   "probe")
+    assert (draft.data["torch"], draft.data["torchvision"]) == ("2.5.1", "0.20.0")
+
+
+def test_an_extension_built_for_another_torch_is_unpinned_and_its_cuda_read() -> None:
+    text = "torch==2.1.2\ncolossalai==0.2.0+torch1.12cu11.3\n"
+    reading = read_requirements_text(text, "requirements.txt")
+    assert file_facts(reading).cuda == "11.3"
+    draft = draft_from_environment(reading, "probe", upgrade=True)
+    assert "colossalai" in draft.data["pip"]
+    assert any(n.entry == "colossalai==0.2.0+torch1.12cu11.3" and n.outcome == "upgraded" for n in draft.notes)
+
+
+def test_an_environment_file_the_dockerfile_installs_from_its_context_is_read(tmp_path: Path) -> None:
+    (tmp_path / "environment.yml").write_text(
+        "channels: [conda-forge]\ndependencies: [python=3.11, pytorch=2.5.1, cuda-version=12.4, einops]\n",
+        encoding="utf-8")
+    text = ("FROM mambaorg/micromamba:1.5\nCOPY environment.yml /tmp/env.yml\n"
+            "RUN micromamba env create -y -n app -f /tmp/env.yml\n")
+    reading = read_dockerfile_text(text, str(tmp_path / "Dockerfile"), context=tmp_path)
+    facts = file_facts(reading)
+    assert (facts.torch, facts.torch_from, facts.cuda, reading.conda) == ("2.5.1", "conda", "12.4", ["einops"])
+    missing = read_dockerfile_text("FROM ubuntu:22.04\nRUN conda env create -f env.yml\n", "Dockerfile")
+    assert any(n.outcome == "unmapped" and "env.yml" in n.reason for n in missing.notes)
+
+
+def test_torchs_own_build_decides_over_nvidia_wheels_of_another_cuda() -> None:
+    text = "torch==2.1.0+cu118\nnvidia-cublas-cu11==11.11.3.6\nnvidia-cublas-cu12==12.1.3.1\nnvidia-nccl-cu12\n"
+    draft = draft_from_environment(read_requirements_text(text, "requirements.txt"), "probe")
+    assert draft.data["targets"] == [{"cuda": "11.8"}]
+    stray = {n.entry for n in draft.notes if n.outcome == "dropped" and "torch's own build" in n.reason}
+    assert stray == {"nvidia-cublas-cu12==12.1.3.1", "nvidia-nccl-cu12"}
+
+
+def test_a_companion_of_another_torch_release_is_re_paired_with_upgrade() -> None:
+    text = "torch==2.1.2\ntorchvision==0.15.2\ntorchaudio==2.0.2\n"
+    with pytest.raises(UsageError, match="older than what envbuild builds|--upgrade"):
+        draft_from_environment(read_requirements_text(text, "requirements.txt"), "probe")
+    draft = draft_from_environment(read_requirements_text(text, "requirements.txt"), "probe", upgrade=True)
+    assert (draft.data["torch"], draft.data["torchvision"]) == ("2.1.2", "0.16.2")
+    assert "torchaudio" in draft.data["pip"]
+    assert any(n.entry == "torchaudio==2.0.2" and n.outcome == "upgraded" for n in draft.notes)
+
+
+def test_a_second_torch_pin_is_flagged() -> None:
+    reading = read_requirements_text("torch==2.4.1\neinops\ntorch==2.5.1\n", "requirements.txt")
+    assert file_facts(reading).torch == "2.4.1"
+    assert any(n.entry == "torch==2.5.1" and n.outcome == "dropped" for n in reading.notes)

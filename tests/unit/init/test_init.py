@@ -371,12 +371,18 @@ def test_pytorch_channel_prefixes_keep_their_channels() -> None:
     assert data["channels"] == ["pytorch", "nvidia", "conda-forge", "bioconda"]
 
 
-def test_a_foreign_pip_index_is_dropped_with_the_packages_after_it() -> None:
+def test_a_foreign_pip_index_is_named_and_the_packages_stay() -> None:
+    # pip's index options apply to the whole file, not to the lines after them (issue 32)
     data, said = draft_of({"dependencies": ["python=3.11", "pip", {"pip": [
         "--extra-index-url https://download.pytorch.org/whl/cu121", "torch==2.3.1", "einops",
         "--extra-index-url https://pypi.nvidia.com", "cudf-cu12==24.4.*"]}]})
-    assert data["pip"] == ["einops"] and data["targets"] == [{"cuda": "12.1"}]
-    assert said["cudf-cu12==24.4.*"][0] == "dropped" and "https://pypi.nvidia.com" in said["cudf-cu12==24.4.*"][1]
+    assert data["pip"] == ["einops", "cudf-cu12==24.4.*"] and data["targets"] == [{"cuda": "12.1"}]
+    assert said["--extra-index-url https://pypi.nvidia.com"][0] == "dropped"
+    from pip._internal.models.index import PyPI
+
+    data, said = draft_of({"dependencies": ["python=3.11", "pip", {"pip": [
+        "torch==2.3.1", f"--extra-index-url {PyPI.simple_url}", "einops"]}]})
+    assert data["pip"] == ["einops"] and said[f"--extra-index-url {PyPI.simple_url}"][0] == "dropped"
 
 
 def test_nvidia_cuda_wheels_are_cuda_evidence() -> None:

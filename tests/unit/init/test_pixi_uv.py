@@ -619,3 +619,58 @@ def test_pips_default_index_is_known_by_pips_own_name_for_it() -> None:
     assert is_pips_default_index(f"https://{PyPI.file_storage_domain}/packages/aa/bb/x-1.0-py3-none-any.whl")
     assert not is_pips_default_index("https://pypi-index.invalid/simple")
     assert not is_pips_default_index("https://download.pytorch.org/whl/cu128")
+
+
+def test_a_torch_only_a_hatch_env_script_installs_is_read_with_its_index(tmp_path: Path) -> None:
+    from builder.init.importer import init_spec
+
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[project]\nname = "p"\nrequires-python = ">=3.9"\n[tool.hatch.envs.ci.scripts]\n'
+                    'test = ["pip install torch==2.4.1 torchvision==0.19.1 --index-url '
+                    'https://download.pytorch.org/whl/cu121", "pytest"]\n', encoding="utf-8")
+    spec = init_spec(path, out=tmp_path / "envs" / "spec.yaml").spec
+    assert (spec.torch, spec.torchvision, [str(t.cuda) for t in spec.targets]) == ("2.4.1", "0.19.1", ["12.1"])
+
+
+def test_an_optional_extras_torch_pin_is_named_and_the_projects_torch_kept(tmp_path: Path) -> None:
+    from builder.init.importer import init_spec
+
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[project]\nname = "p"\ndependencies = ["torch>=2.1", "einops"]\n'
+                    '[project.optional-dependencies]\ndev = ["pytest", "torch==2.7.1"]\n', encoding="utf-8")
+    result = init_spec(path, out=tmp_path / "envs" / "spec.yaml")
+    assert result.spec.torch != "2.7.1" and "pytest" in result.spec.pip
+    assert any(n.entry == "extra dev: torch==2.7.1" and n.outcome == "dropped" for n in result.notes)
+
+
+def test_a_pixi_locks_packages_no_other_depends_on_are_kept_or_named() -> None:
+    from builder.init.pixi_lock import read_pixi_lock_data
+
+    cf = "https://conda.anaconda.org/conda-forge/linux-64"
+    git = "git+https://github.com/org/tool.git?rev=abc#abc"
+    data = {"version": 6, "environments": {"default": {
+        "channels": [{"url": "https://conda.anaconda.org/conda-forge/"}],
+        "packages": {"linux-64": [{"conda": f"{cf}/pytorch-2.8.0-cpu_mkl_py313_h1_102.conda"},
+                                  {"conda": f"{cf}/ninja-1.13.2-h1_0.conda"},
+                                  {"conda": f"{cf}/libzlib-1.3.1-h1_2.conda"},
+                                  {"conda": f"{cf}/python-3.13.9-h1_0_cp313.conda"},
+                                  {"pypi": git}]}}},
+        "packages": [{"conda": f"{cf}/pytorch-2.8.0-cpu_mkl_py313_h1_102.conda", "depends": ["libzlib >=1.3"]},
+                     {"conda": f"{cf}/ninja-1.13.2-h1_0.conda", "depends": ["libzlib"]},
+                     {"conda": f"{cf}/libzlib-1.3.1-h1_2.conda"},
+                     {"conda": f"{cf}/python-3.13.9-h1_0_cp313.conda", "depends": ["libzlib"]},
+                     {"pypi": git, "name": "tool", "requires_dist": ["torch"]}]}
+    variant = read_pixi_lock_data(data, "pixi.lock").variants[0].reading
+    assert variant.conda == ["ninja=1.13.2"]  # libzlib is a dependency; torch and python are read apart
+    assert any(n.entry == git and n.outcome == "unmapped" for n in variant.notes)
+
+
+def test_a_manifests_platforms_other_than_linux_are_told_they_get_nothing(tmp_path: Path) -> None:
+    from builder.init.importer import init_spec
+
+    path = tmp_path / "pixi.toml"
+    path.write_text('[workspace]\nname = "p"\nchannels = ["conda-forge"]\n'
+                    'platforms = ["linux-64", "osx-arm64", "win-64"]\n[dependencies]\npytorch = "2.5.*"\n',
+                    encoding="utf-8")
+    notes = init_spec(path, out=tmp_path / "envs" / "spec.yaml").notes
+    assert any(n.entry == "platforms = ['osx-arm64', 'win-64']" and n.outcome == "dropped" for n in notes)
