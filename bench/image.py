@@ -279,11 +279,21 @@ def upgraded_envbuild(folder: Path) -> Path:
     return folder
 
 
+def base_ids(target: Target) -> tuple[str | None, ...]:
+    """The engine's image ids of the target's base images now."""
+    client = docker_client()
+    ids = []
+    for reference in (target.runtime_image.reference, target.builder_image.reference):
+        ids.append(client.api.inspect_image(reference)["Id"] if _exists(reference) else None)
+    return tuple(ids)
+
+
 def upgrade(env: BenchEnv, before: ImageResult) -> ImageResult:
     """Rebuild the same lock with the cache by a version-bumped copy of envbuild, in a child process
     (its `builder` is the copy: the child runs in the copy's folder, which `python -m` puts first on
     the path); what the engine made new."""
     known = known_layers(before)  # now: the rebuild takes over the tags, and the engine drops the untagged image
+    bases = base_ids(env.target)
     copy = upgraded_envbuild(env.folder / "upgraded-envbuild")
     checkout = Path(builder.__file__).resolve().parent.parent
     child = {**os.environ, "PYTHONPATH": str(checkout)}  # bench/ and tests/ from here, builder/ from the copy
@@ -293,6 +303,10 @@ def upgrade(env: BenchEnv, before: ImageResult) -> ImageResult:
          env.target.key, str(env.folder / "upgrade")],
         cwd=copy, env=child, capture_output=True, text=True, timeout=3600, check=False,
     )  # fmt: skip
+    if base_ids(env.target) != bases:
+        print("upgrade: not measured: a base image changed during the run (another world on this engine "
+              "imported its own); run the bench again", flush=True)
+        return before
     if done.returncode != 0:
         raise SystemExit(f"bench: the upgraded envbuild's build failed: {done.stderr[-2000:]}")
     built = json.loads(done.stdout.strip().splitlines()[-1])
