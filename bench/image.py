@@ -12,23 +12,46 @@ a user would write instead (`<label>: cold= baseline= ratio=`), and a one-packag
 (`incremental:`): a small pure-Python package added to the spec, relocked, rebuilt with the cache;
 which of the env's layers it made new, and whether the CUDA and torch layers stayed. The CPU image
 is pushed to the world's registry before and after the change (`push:`, what the second push sent).
+And an envbuild upgrade (`upgrade:`): this checkout's builder/ copied with its version bumped, the same
+lock rebuilt with the cache by that copy in a child process; the new bytes are the engine's sizes of the
+layers the first image did not have (goal: <= 3 % of the image, the CUDA and torch layers unchanged).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import re
+import shutil
+import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+import builder
 from bench._world import BenchEnv, bench_env
-from builder.image.build import ENV_COPY, BuildOptions, ImageResult, build_image, docker_client, push_image
+from builder.image.build import (
+    ANSI,
+    ENV_COPY,
+    GROUP_RUN,
+    RUNNING_IN,
+    STEP,
+    STEP_IMAGE,
+    BuildOptions,
+    ImageResult,
+    build_image,
+    docker_client,
+    push_image,
+)
 from builder.image.context import make_context
 from builder.lock.targets import lock_targets
 from builder.specs.cuda import TargetId
 from builder.specs.model import load_spec
-from builder.specs.target import Sources, resolve_targets, with_images
+from builder.specs.target import Sources, Target, resolve_targets, with_images
 from tests.world.offline import (
     BUILDER_BASE,
     CHANNEL,
@@ -62,15 +85,91 @@ ADDED_PACKAGE = "packaging"
 
 NETWORK = BuildOptions(network="host")
 NO_CACHE = BuildOptions(network="host", no_cache=True)
+# The next envbuild release as far as the image can tell: the same files, another __version__.
+UPGRADE_SUFFIX = "+bench-upgrade"
+BIG_GROUPS = ("cuda", "torch")
 
 
-def build(env, folder: Path, options: BuildOptions, change_outside_env: bool = False):
+# The installer's last line in a RUN (builder/lock/install.py main): its own count of seconds.
+INSTALLED = re.compile(r"^installed \d+ conda and \d+ pip package\(s\) .*\(\d+ bytes, ([\d.]+) s\)$")
+
+
+@dataclass
+class StepTime:
+    """When one build step started, its container ran, the installer finished, and the step's image was made."""
+
+    number: int
+    instruction: str
+    started: float
+    running: float | None = None
+    installed: float | None = None
+    installer_s: float | None = None
+    ended: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended or self.started) - self.started
+
+
+class StepClock:
+    """build_image's echo: the time each line of the engine's log arrives, per step."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepTime] = []
+
+    def __call__(self, line: str) -> None:
+        now = time.monotonic()
+        line = ANSI.sub("", line)
+        step = STEP.match(line)
+        if step:
+            self.steps.append(StepTime(int(step.group(1)), step.group(3), now))
+            return
+        if not self.steps:
+            return
+        current = self.steps[-1]
+        installed = INSTALLED.match(line.strip())
+        if RUNNING_IN.match(line):
+            current.running = now
+        elif installed:
+            current.installed, current.installer_s = now, float(installed.group(1))
+        elif STEP_IMAGE.match(line) or line.startswith("Successfully built"):
+            current.ended = current.ended or now
+
+    def feed(self, chunk: dict) -> None:
+        """A chunk of the engine's decoded build stream (a plain `client.api.build`)."""
+        for line in str(chunk.get("stream", "")).splitlines():
+            if line.strip():
+                self(line)
+
+
+def print_step_times(label: str, clock: StepClock) -> None:
+    """Where a build's time went: each step over a second, and for each installing RUN its split:
+    the container's start, what runs before the installer's own work (rattler's unzip, python's start),
+    the installer, and what follows it (find -cnewer and touch over the prefix, the layer's commit)."""
+    totals = {"container start": 0.0, "before the installer": 0.0, "installer": 0.0, "after the installer": 0.0}
+    for step in clock.steps:
+        group = GROUP_RUN.search(step.instruction)
+        if group and step.running and step.installed and step.installer_s is not None and step.ended:
+            split = {"container start": step.running - step.started,
+                     "before the installer": max(0.0, step.installed - step.installer_s - step.running),
+                     "installer": step.installer_s, "after the installer": step.ended - step.installed}
+            for key, value in split.items():
+                totals[key] += value
+            shown = ", ".join(f"{key} {value:.1f}" for key, value in split.items())
+            print(f"{label}:   step {step.number} group {group.group(1)}: {step.seconds:.1f} s ({shown})")
+        elif step.seconds >= 1.0:
+            print(f"{label}:   step {step.number}: {step.seconds:.1f} s {' '.join(step.instruction.split())[:80]}")
+    summary = " ".join(f"{key.replace(' ', '_')}={value:.1f}" for key, value in totals.items())
+    print(f"{label}: install RUNs: {summary}", flush=True)
+
+
+def build(env, folder: Path, options: BuildOptions, change_outside_env: bool = False, clock: StepClock | None = None):
     context = make_context(env.target, env.lock_path, folder)
     if change_outside_env:
         # The smoke suite ships with every image but is not part of the environment.
         readme = context.root / "smoke" / "README.md"
         readme.write_text(readme.read_text() + f"\n<!-- bench {time.time_ns()} -->\n")
-    return build_image(context, options)
+    return build_image(context, options, echo=clock or (lambda line: None))
 
 
 def installed_env_bytes(image_id: str) -> int:
@@ -92,7 +191,7 @@ def import_torch_seconds(image_id: str) -> float:
     return float(out.split()[-1])
 
 
-def baseline_seconds(env: BenchEnv, context_root: Path) -> float:
+def baseline_seconds(env: BenchEnv, context_root: Path, clock: StepClock | None = None) -> float:
     """Build the plain one-stage Dockerfile of this target in `context_root` (a build context
     envbuild made: the conda baseline takes its installer and plan), --no-cache; its seconds."""
     target = env.target
@@ -109,6 +208,8 @@ def baseline_seconds(env: BenchEnv, context_root: Path) -> float:
                                   nocache=True, network_mode="host", decode=True):
         if "error" in chunk:
             raise SystemExit(f"bench: baseline build failed: {chunk['error']}")
+        if clock is not None:
+            clock.feed(chunk)
         if isinstance(chunk.get("aux"), dict) and "ID" in chunk["aux"]:
             image_id = chunk["aux"]["ID"]
     seconds = time.monotonic() - started
@@ -134,27 +235,116 @@ def with_added_package(env: BenchEnv) -> BenchEnv:
     return BenchEnv(target, result.path, env.folder)
 
 
+def known_layers(before: ImageResult) -> set[str]:
+    """The layer digests of `before` (its env layers even when the engine no longer has the image)."""
+    known = {layer["digest"] for layer in before.env_layers}
+    if _exists(before.image_id):
+        known |= set(docker_client().api.inspect_image(before.image_id)["RootFS"]["Layers"])
+    return known
+
+
+def new_layers(known: set[str], image_id: str) -> list[tuple[str, int]]:
+    """The layers of `image_id` not in `known` (what a push would send, what a pull would fetch): the
+    instruction that made each, and its size as the engine reports it."""
+    client = docker_client()
+    history = [h for h in reversed(client.api.history(image_id)) if "#(nop)" not in h.get("CreatedBy", "")
+               or "#(nop) COPY" in h["CreatedBy"] or "#(nop) ADD" in h["CreatedBy"]]
+    layers = client.api.inspect_image(image_id)["RootFS"]["Layers"]
+    return [(" ".join(h.get("CreatedBy", "").split()), int(h["Size"]))
+            for h, digest in zip(history, layers, strict=False) if digest not in known]
+
+
+
+
+def big_layers_stable(before: ImageResult, after: ImageResult) -> str:
+    """"yes" when the CUDA and torch layers of `after` are those of `before`."""
+    big = {layer["group"]: layer["digest"] for layer in before.env_layers if layer["group"] in BIG_GROUPS}
+    now = {layer["group"]: layer["digest"] for layer in after.env_layers}
+    return "yes" if big and all(now.get(group) == digest for group, digest in big.items()) else "no"
+
+
+def upgraded_envbuild(folder: Path) -> Path:
+    """This checkout's builder/ and docker/ templates, copied under `folder` with __version__ bumped:
+    what an envbuild release that changes nothing else ships."""
+    checkout = Path(builder.__file__).resolve().parent.parent
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("builder", "docker"):
+        shutil.copytree(checkout / name, folder / name, ignore=ignore)
+    init = folder / "builder" / "__init__.py"
+    text = init.read_text(encoding="utf-8")
+    line = f'__version__ = "{builder.__version__}"'
+    if line not in text:
+        raise SystemExit(f"bench: no `{line}` in builder/__init__.py to bump")
+    init.write_text(text.replace(line, f'__version__ = "{builder.__version__}{UPGRADE_SUFFIX}"'), encoding="utf-8")
+    return folder
+
+
+def base_ids(target: Target) -> tuple[str | None, ...]:
+    """The engine's image ids of the target's base images now."""
+    client = docker_client()
+    ids = []
+    for reference in (target.runtime_image.reference, target.builder_image.reference):
+        ids.append(client.api.inspect_image(reference)["Id"] if _exists(reference) else None)
+    return tuple(ids)
+
+
+def upgrade(env: BenchEnv, before: ImageResult) -> ImageResult:
+    """Rebuild the same lock with the cache by a version-bumped copy of envbuild, in a child process
+    (its `builder` is the copy: the child runs in the copy's folder, which `python -m` puts first on
+    the path); what the engine made new."""
+    known = known_layers(before)  # now: the rebuild takes over the tags, and the engine drops the untagged image
+    bases = base_ids(env.target)
+    copy = upgraded_envbuild(env.folder / "upgraded-envbuild")
+    checkout = Path(builder.__file__).resolve().parent.parent
+    child = {**os.environ, "PYTHONPATH": str(checkout)}  # bench/ and tests/ from here, builder/ from the copy
+    assert env.target.spec.source is not None
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.image", "--upgrade-child", str(env.target.spec.source), str(env.lock_path),
+         env.target.key, str(env.folder / "upgrade")],
+        cwd=copy, env=child, capture_output=True, text=True, timeout=3600, check=False,
+    )  # fmt: skip
+    if base_ids(env.target) != bases:
+        print("upgrade: not measured: a base image changed during the run (another world on this engine "
+              "imported its own); run the bench again", flush=True)
+        return before
+    if done.returncode != 0:
+        raise SystemExit(f"bench: the upgraded envbuild's build failed: {done.stderr[-2000:]}")
+    built = json.loads(done.stdout.strip().splitlines()[-1])
+    if built["version"] != f"{builder.__version__}{UPGRADE_SUFFIX}":
+        raise SystemExit(f"bench: the child ran envbuild {built['version']}, not the bumped copy")
+    result = ImageResult(**built["result"])
+    made = new_layers(known, result.image_id)
+    new_bytes = sum(size for _, size in made)
+    print(f"upgrade: envbuild {builder.__version__} -> {built['version']}, same lock: rebuild_s={result.seconds:.1f} "
+          f"new_bytes={new_bytes} new_bytes_ratio={new_bytes / result.size:.4f} "
+          f"big_layers_stable={big_layers_stable(before, result)}", flush=True)
+    for instruction, size in made:
+        print(f"  new layer: {size / 1e6:.1f} MB {instruction.removeprefix('/bin/sh -c ')[:100]}")
+    return result
+
+
+def upgrade_child(spec_path: Path, lock_path: Path, target_key: str, folder: Path) -> None:
+    """The child of `upgrade`: build the target from its existing lock, print the result as JSON."""
+    spec = with_images(load_spec(spec_path), RUNTIME_BASE, BUILDER_BASE)
+    target: Target = resolve_targets(spec, (TargetId.parse(target_key),),
+                                     Sources(channels=(CHANNEL,), pip_index=PIP_INDEX))[0]
+    result = build_image(make_context(target, lock_path, folder), NETWORK)
+    print(json.dumps({"version": builder.__version__, "result": result.as_dict()}), flush=True)
+
+
 def incremental(env: BenchEnv, cold: ImageResult, push: bool) -> None:
     """Add one small package, relock, rebuild with the cache: what was made new. With `push`, both
     images go to the world's registry: what the second push sent, and what the registry already had."""
     registry = os.environ.get("ENVBUILD_TEST_REGISTRY", "") if push else ""
     if registry:
         push_image(cold, registry)
+    before = known_layers(cold)  # before the rebuild takes over the tags
     changed = with_added_package(env)
     rebuild = build(changed, env.folder / "incremental", NETWORK)
-    client = docker_client()
-    before = set(client.api.inspect_image(cold.image_id)["RootFS"]["Layers"]) if _exists(cold.image_id) else set()
-    before |= {layer["digest"] for layer in cold.env_layers}
-    history = [h for h in reversed(client.api.history(rebuild.image_id))]
-    sizes = [int(h["Size"]) for h in history if "#(nop)" not in h.get("CreatedBy", "")
-             or "#(nop) COPY" in h["CreatedBy"] or "#(nop) ADD" in h["CreatedBy"]]
-    layers = client.api.inspect_image(rebuild.image_id)["RootFS"]["Layers"]
-    new_bytes = sum(size for size, digest in zip(sizes, layers, strict=False) if digest not in before)
-    big = {layer["group"]: layer["digest"] for layer in cold.env_layers if layer["group"] in ("cuda", "torch")}
-    after = {layer["group"]: layer["digest"] for layer in rebuild.env_layers}
-    stable = "yes" if big and all(after.get(group) == digest for group, digest in big.items()) else "no"
+    new_bytes = sum(size for _, size in new_layers(before, rebuild.image_id))
     print(f"incremental: rebuild_s={rebuild.seconds:.1f} new_bytes={new_bytes} "
-          f"new_bytes_ratio={new_bytes / rebuild.size:.4f} big_layers_stable={stable}", flush=True)
+          f"new_bytes_ratio={new_bytes / rebuild.size:.4f} big_layers_stable={big_layers_stable(cold, rebuild)}",
+          flush=True)
     for layer in rebuild.env_layers:
         print(f"  env layer {layer['group']}: {layer['size'] / 1e6:.1f} MB {layer['digest'][:19]}"
               f"{'' if layer['digest'] in before else ' (new)'}")
@@ -183,11 +373,17 @@ def build_only_bytes(result: ImageResult) -> int:
 
 def measure(env, label: str) -> None:
     """The four measurements of one target, then its summary line `<label>: cold= ...`."""
-    baseline = baseline_seconds(env, make_context(env.target, env.lock_path, env.folder / "baseline").root)
-    cold = build(env, env.folder / "cold", NO_CACHE)
+    baseline_clock, clock = StepClock(), StepClock()
+    baseline = baseline_seconds(env, make_context(env.target, env.lock_path, env.folder / "baseline").root,
+                                baseline_clock)
+    cold = build(env, env.folder / "cold", NO_CACHE, clock=clock)
     print(f"{label}: cold build (--no-cache): {cold.seconds:.1f} s, image {cold.size / 1e6:.0f} MB, "
           f"env layers {cold.env_layer_size / 1e6:.0f} MB {cold.env_layer_digest[:19]}")
     print(f"{label}: cold={cold.seconds:.1f} baseline={baseline:.1f} ratio={cold.seconds / baseline:.2f}", flush=True)
+    print(f"{label}: where the cold build's time went, per step:")
+    print_step_times(label, clock)
+    print(f"{label}: and the one-stage baseline's:")
+    print_step_times(f"{label} baseline", baseline_clock)
     extra = build_only_bytes(cold)
     print(f"{label}: build-only bytes in layers: {extra} ({100 * extra / cold.size:.2f} % of the image)")
     rebuild = build(env, env.folder / "rebuild", NETWORK, change_outside_env=True)
@@ -205,10 +401,22 @@ def measure(env, label: str) -> None:
     print(f"{label}: cold={cold.seconds:.1f} rebuild={rebuild.seconds:.1f} "
           f"rebuild_ratio={rebuild.seconds / cold.seconds:.3f} size_overhead={overhead:.2f} "
           f"env_layer_stable={stable}", flush=True)
-    incremental(env, again, push=label == "image")
+    # Against a build with the cache, as the upgrade's is: after --no-cache builds the engine holds two
+    # compiler layers (apt-get's are not byte-identical), and which one a cached build picks is its own.
+    # Before `incremental`, which changes the spec and the lock; the upgraded image holds the tags after.
+    upgraded = upgrade(env, build(env, env.folder / "current", NETWORK))
+    incremental(env, upgraded, push=label == "image")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.image")
+    parser.add_argument("--upgrade-child", nargs=4, metavar=("SPEC", "LOCK", "TARGET", "FOLDER"),
+                        help="(the `upgrade:` measurement's child) build TARGET of SPEC from LOCK")
+    args = parser.parse_args(argv)
+    if args.upgrade_child:
+        spec, lock, key, folder = args.upgrade_child
+        upgrade_child(Path(spec), Path(lock), key, Path(folder))
+        return
     with bench_env("cpu") as env:
         measure(env, "image")
     # The real CUDA torch (pip route, about 6 GB): the same targets hold for an image 30x larger.

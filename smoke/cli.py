@@ -22,7 +22,8 @@ EXPECT_TORCH_ENV = "ENVBUILD_EXPECT_TORCH"
 EXPECT_CUDA_ENV = "ENVBUILD_EXPECT_CUDA"
 EXPECT_ARCHS_ENV = "ENVBUILD_EXPECT_ARCHS"
 REQUIRE_COMPILE_ENV = "ENVBUILD_REQUIRE_COMPILE"
-# NAME=VERSION pairs, space separated: what the spec pins beside torch (torchvision, torchaudio, expect:)
+# NAME=VERSION pairs or NAME (any version), space separated: what the spec pins with torch (torchvision,
+# torchaudio, expect:)
 EXPECT_PACKAGES_ENV = "ENVBUILD_EXPECT_PACKAGES"
 IMPORT_CHECK = "env.import_torch"
 IMPORT_CHECK_LISTING = ("torch imports (the CLI's own result; its time is the import time)",
@@ -50,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="torch.compile must work: no compiler fails compile.inductor instead of skipping it "
                              f"(default: ${REQUIRE_COMPILE_ENV}=1)")
     parser.add_argument("--expect-packages", metavar="NAME=VER ...", default=os.environ.get(EXPECT_PACKAGES_ENV, ""),
-                        help="packages that must be installed, import and have this version prefix, e.g. "
-                             f"'torchvision=0.29.1' (default: ${EXPECT_PACKAGES_ENV})")
+                        help="packages that must be installed, import and have this version prefix (NAME alone: "
+                             f"any version), e.g. 'torchvision=0.29.1 torchaudio' (default: ${EXPECT_PACKAGES_ENV})")
     parser.add_argument("--only", metavar="NAME,...", default="",
                         help="run only these checks (full names or groups such as amp,dp)")
     parser.add_argument("--timeout-per-check", type=float, default=120.0, metavar="S",
@@ -100,13 +101,13 @@ def _expected_archs(parser: argparse.ArgumentParser, text: str | None) -> tuple[
     return archs
 
 
-def _expected_packages(parser: argparse.ArgumentParser, text: str) -> tuple[tuple[str, str], ...]:
-    expected = []
+def _expected_packages(parser: argparse.ArgumentParser, text: str) -> tuple[tuple[str, str | None], ...]:
+    expected: list[tuple[str, str | None]] = []
     for entry in text.split():
-        name, sep, version = entry.partition("=")
-        if not sep or not name or not version:
-            parser.error(f"--expect-packages {entry!r}: write NAME=VERSION, e.g. torchvision=0.29.1")
-        expected.append((name.lower(), version))
+        found = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9_.\-]*)(?:=([0-9][A-Za-z0-9_.+!\-]*))?", entry)
+        if not found:
+            parser.error(f"--expect-packages {entry!r}: write NAME=VERSION or NAME, e.g. torchvision=0.29.1")
+        expected.append((re.sub(r"[-_.]+", "-", found.group(1)).lower(), found.group(2)))
     return tuple(expected)
 
 

@@ -64,8 +64,12 @@ class Settings:
     require_gpus: int = 0
     timeout_per_check: float = 120.0
     require_compile: bool = False  # torch.compile must work: a missing compiler fails instead of skipping
-    # packages the spec pins beside torch (name -> version): missing, unimportable or another version fails
-    expect_packages: tuple[tuple[str, str], ...] = ()
+    # packages the spec pins with torch (name, version or None for any): missing, unimportable or another
+    # version fails
+    expect_packages: tuple[tuple[str, str | None], ...] = ()
+
+    def expects(self, package: str) -> bool:
+        return package in dict(self.expect_packages)
 
     def expected_version(self, package: str) -> str | None:
         return dict(self.expect_packages).get(package)

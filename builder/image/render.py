@@ -25,10 +25,12 @@ from builder.errors import UsageError
 from builder.generated_files import write_owned_folder
 from builder.image.layers import BOOTSTRAP, LayerStep, runtime_steps
 from builder.image.smoke_data import write_smoke_data
+from builder.lock.cuda_builds import load_cuda_builds, package_name
 from builder.lock.environment import environment_yml
 from builder.safe_io.reading import input_problem, read_bounded
 from builder.specs.cuda import CudaVersion, cuda_or_cpu
 from builder.specs.features import compile_smoke_env, compiles
+from builder.specs.model import TORCH_NAMES, expected_pin
 from builder.specs.target import Target
 from builder.templates import environment
 
@@ -125,11 +127,48 @@ def required_driver_cuda(cuda: CudaVersion | None) -> str:
     return f"cuda>={cuda.major_floor}"
 
 
+def _pinned_version(line: str, manager: str) -> str | None:
+    """The version a conda or pip line pins its package to (a prefix: `=2.9` is 2.9.*), or None when it
+    names a range or nothing."""
+    if manager == "pip":
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            specifiers = list(Requirement(line).specifier)
+        except InvalidRequirement:
+            return None
+        exact = [s.version for s in specifiers if s.operator in ("==", "===")]
+        version = exact[0] if len(specifiers) == 1 and exact else None
+    else:
+        from rattler import MatchSpec
+
+        version = str(MatchSpec(line, strict=False).version or "")
+    found = re.fullmatch(r"(?:==)?([0-9][A-Za-z0-9_.+!\-]*?)(?:\.\*)?", version or "")
+    return found.group(1) if found else None
+
+
+def expected_packages(target: Target) -> dict[str, str | None]:
+    """Every package the spec pins with torch, by name: its torchvision, each conda or pip line of a
+    package built with torch (builder/data/cuda_builds.yaml: torchaudio, torchcodec, ...) and its
+    `expect:` list; the version each must have, or None for any."""
+    built_with_torch = set(load_cuda_builds().checked.packages) - set(TORCH_NAMES)
+    pins: dict[str, str | None] = {"torchvision": target.torchvision} if target.torchvision else {}
+    for manager, lines in (("conda", target.spec.conda), ("pip", target.spec.pip)):
+        for line in lines:
+            name = package_name(line)
+            if name in built_with_torch:
+                pins[name] = _pinned_version(line, manager) or pins.get(name)
+    for entry in target.spec.expect:
+        name, version = expected_pin(entry)
+        pins[name] = version
+    return pins
+
+
 def expected_packages_env(target: Target) -> dict[str, str]:
-    """What the spec pins beside torch, baked into the image like ENVBUILD_EXPECT_TORCH: the smoke suite
-    fails when one is missing, does not import, or has another version."""
-    pins = {"torchvision": target.torchvision}
-    listed = " ".join(f"{name}={version}" for name, version in pins.items() if version)
+    """What the spec pins with torch, baked into the image like ENVBUILD_EXPECT_TORCH (NAME=VERSION, or
+    NAME for any version): the smoke suite fails when one is missing, does not import, or has another
+    version."""
+    listed = " ".join(f"{name}={version}" if version else name for name, version in expected_packages(target).items())
     return {"ENVBUILD_EXPECT_PACKAGES": listed} if listed else {}
 
 
@@ -143,10 +182,11 @@ def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None
         Block("runtime_user.j2", user, builder_macro=None),
         Block("compiler.j2", builder_macro=None,
               runtime_macro="runtime" if compiles(target.torch, target.spec.features) else None),
+        Block("nvidia_runtime.j2", {"require_cuda": required_driver_cuda(target.cuda)}, builder_macro=None),
+        Block("locked_env.j2", env),
         Block(
-            "nvidia_runtime.j2",
+            "smoke_suite.j2",
             {
-                "require_cuda": required_driver_cuda(target.cuda),
                 "torch": target.torch,
                 "cuda": cuda_or_cpu(target.cuda),
                 # the smoke check env.arch_flags compares this with what the installed torch was built for
@@ -156,8 +196,6 @@ def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None
             },
             builder_macro=None,
         ),
-        Block("locked_env.j2", env),
-        Block("smoke_suite.j2", builder_macro=None),
         Block("runtime_user.j2", user, builder_macro=None, runtime_macro="switch"),
         Block("labels.j2", {"labels": _labels(target, lock_hash)}),
     ]

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
@@ -62,6 +63,22 @@ ENV_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+_\-]{0,127}$"
 LICENSE_PATTERN = r"^\(*[A-Za-z0-9.+\-:]+\)*( (AND|OR|WITH) \(*[A-Za-z0-9.+\-:]+\)*)*$"
 
 PackageSpec = Annotated[str, Field(pattern=PACKAGE_PATTERN, max_length=200)]
+# An `expect:` entry: a package the image must hold and import, at this version when given (pip's `==`;
+# a prefix: 2.9 accepts 2.9.1 and 2.9.0+cu130).
+EXPECTED_PACKAGE_PATTERN = r"^([A-Za-z0-9][A-Za-z0-9_.\-]*)(==([0-9][A-Za-z0-9_.+!\-]*))?$"
+# Expected already through the image's ENVBUILD_EXPECT_TORCH (the spec's `torch:`).
+TORCH_NAMES = ("torch", "pytorch", "pytorch-gpu", "pytorch-cpu")
+
+
+def _expected_package_form(value: Any) -> Any:
+    if isinstance(value, str) and not re.fullmatch(EXPECTED_PACKAGE_PATTERN, value):
+        raise ValueError("write NAME or NAME==VERSION, a package the image must hold and import "
+                         "(e.g. torchaudio==2.9.0)")
+    return value
+
+
+ExpectedPackage = Annotated[str, Field(pattern=EXPECTED_PACKAGE_PATTERN, max_length=200),
+                            BeforeValidator(_expected_package_form)]
 Version = Annotated[str, Field(pattern=VERSION_PATTERN)]
 Platform = Annotated[str, Field(pattern=r"^(linux-64|linux-aarch64|osx-64|osx-arm64|win-64)$")]
 Channel = Annotated[str, Field(pattern=CHANNEL_PATTERN, max_length=300)]
@@ -222,6 +239,8 @@ class EnvSpec(StrictModel):
     ] = Field(default_factory=dict)
     fleet: tuple[FleetEntry, ...] = ()  # the GPUs the team runs on; lint and targets check coverage
     features: tuple[Feature, ...] = ()
+    # What the smoke suite must find in every image beside torch and the pins above (ENVBUILD_EXPECT_PACKAGES).
+    expect: tuple[ExpectedPackage, ...] = ()
     _source: Path | None = PrivateAttr(default=None)
 
     @property
@@ -236,6 +255,17 @@ class EnvSpec(StrictModel):
         taken = sorted(key for key in value if key.startswith("io.envbuild.") or key == "io.envbuild")
         if taken:
             raise ValueError(f"{', '.join(taken)}: labels under io.envbuild. are envbuild's own; choose another key")
+        return value
+
+    @field_validator("expect")
+    @classmethod
+    def _expect_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        names = [expected_pin(entry)[0] for entry in value]
+        if any(name in TORCH_NAMES for name in names):
+            raise ValueError("torch is expected already (the spec's `torch:`); list the other packages")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"each package may be listed once; repeated: {', '.join(repeated)}")
         return value
 
     @field_validator("python", mode="before")
@@ -266,6 +296,14 @@ class EnvSpec(StrictModel):
             if target.key == key:
                 return target
         raise KeyError(key)
+
+
+def expected_pin(entry: str) -> tuple[str, str | None]:
+    """An `expect:` entry as (normalised name, version or None)."""
+    found = re.fullmatch(EXPECTED_PACKAGE_PATTERN, entry)
+    if found is None:
+        raise ValueError(f"not an expect: entry: {entry!r}")
+    return re.sub(r"[-_.]+", "-", found.group(1)).lower(), found.group(3)
 
 
 def _describe_error(source: str, error: ErrorDetails, field: str | None = None) -> str:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
+import importlib.util
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -252,34 +256,64 @@ def _run_a_kernel(index: int) -> str | None:
 @check("env.expected_packages",
        stands_for="upstream smoke_test.py imports torchvision and torchaudio and checks their versions")
 def expected_packages(ctx: Context) -> Outcome:
-    """Every package the spec pins beside torch is installed, imports, and has the pinned version.
+    """Every package the spec pins with torch is installed, imports, and has the pinned version.
 
-    The pins come from --expect-packages (ENVBUILD_EXPECT_PACKAGES, baked in by envbuild); a local suffix
-    such as +cu130 is ignored."""
-    import importlib
-    import importlib.metadata
-
+    The pins come from --expect-packages (ENVBUILD_EXPECT_PACKAGES, baked in by envbuild: torchvision,
+    torchaudio and the like, the spec's `expect:`); a local suffix such as +cu130 is ignored. A package
+    is found by its Python metadata, or in conda-meta (a conda package without Python modules, such as
+    libtorch, is found there and has nothing to import)."""
     expected = ctx.settings.expect_packages
     if not expected:
         return skipped("no --expect-packages or ENVBUILD_EXPECT_PACKAGES given")
     problems: list[str] = []
     found: dict[str, str] = {}
     for name, version in expected:
-        try:
-            installed = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            problems.append(f"{name} {version} is pinned but not installed")
+        pinned = f"{name} {version}" if version else name
+        installed = _installed_version(name)
+        if installed is None:
+            problems.append(f"{pinned} is pinned but not installed")
             continue
         found[name] = installed
-        if not version_matches_prefix(installed, version):
+        if version and not version_matches_prefix(installed, version):
             problems.append(f"{name} {installed} is installed but {version} is pinned")
             continue
-        try:
-            importlib.import_module(name.replace("-", "_"))
-        except Exception as exc:  # any import error is the finding: compiled ops, missing libraries  # noqa: BLE001
-            message = " ".join(str(exc).split())[:300]
-            problems.append(f"import {name} failed: {type(exc).__name__}: {message}")
+        problems.extend(_import_problems(name))
     details = {"expected": dict(expected), "installed": found}
     if problems:
         return failed("; ".join(problems), **details)
     return passed(", ".join(f"{name} {found[name]}" for name, _ in expected) + " installed and importable", **details)
+
+
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _installed_version(name: str) -> str | None:
+    """The installed version of distribution `name`: its Python metadata, else its conda-meta record."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        conda = conda_versions(name)
+        return conda[0].version if conda else None
+
+
+def _import_names(name: str) -> list[str]:
+    """The top-level modules distribution `name` installs (pillow -> PIL, scikit-learn -> sklearn); its
+    own name (dashes as underscores) when its metadata lists none but such a module exists."""
+    modules = sorted(module for module, dists in importlib.metadata.packages_distributions().items()
+                     if not module.startswith("_") and any(_normalised(dist) == name for dist in dists))
+    own = name.replace("-", "_")
+    if own in modules or (not modules and importlib.util.find_spec(own) is not None):
+        return [own]
+    return modules
+
+
+def _import_problems(name: str) -> list[str]:
+    problems = []
+    for module in _import_names(name):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # any import error is the finding: compiled ops, missing libraries  # noqa: BLE001
+            message = " ".join(str(exc).split())[:300]
+            problems.append(f"import {module} ({name}) failed: {type(exc).__name__}: {message}")
+    return problems

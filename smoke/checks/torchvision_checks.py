@@ -58,10 +58,10 @@ def cuda_from_version_number(number: int) -> str | None:
 
 def _not_installed(ctx: Context) -> Outcome:
     """A failure when the image was built to hold torchvision (its spec pins it), else a named skip."""
-    expected = ctx.settings.expected_version("torchvision")
-    if expected:
-        return failed(f"torchvision {expected} is pinned by the spec but not installed in this environment",
-                      expected=expected)
+    if ctx.settings.expects("torchvision"):
+        expected = ctx.settings.expected_version("torchvision")
+        pinned = f"torchvision {expected}" if expected else "torchvision"
+        return failed(f"{pinned} is pinned by the spec but not installed in this environment", expected=expected)
     return skipped("torchvision is not installed")
 
 

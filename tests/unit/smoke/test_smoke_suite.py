@@ -453,6 +453,28 @@ def test_require_compile_from_flag_or_environment(monkeypatch: pytest.MonkeyPatc
     assert parse_settings(parser, parser.parse_args(argv)).require_compile is required
 
 
+def test_expected_packages_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from smoke.cli import build_parser, parse_settings
+
+    monkeypatch.setenv("ENVBUILD_EXPECT_PACKAGES", "torchvision=0.29.1 torchaudio Pillow=11.0 scikit_learn")
+    parser = build_parser()
+    settings = parse_settings(parser, parser.parse_args([]))
+    assert settings.expect_packages == (("torchvision", "0.29.1"), ("torchaudio", None), ("pillow", "11.0"),
+                                        ("scikit-learn", None))
+    assert settings.expects("torchaudio") and settings.expected_version("torchaudio") is None
+
+
+@pytest.mark.parametrize("entry", ["torchvision=", "torchvision==0.29", "=0.29", "pillow>=10"])
+def test_a_bad_expected_package_is_a_usage_error(entry: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from smoke.cli import build_parser, parse_settings
+
+    parser = build_parser()
+    with pytest.raises(SystemExit) as stopped:
+        parse_settings(parser, parser.parse_args(["--expect-packages", entry]))
+    assert stopped.value.code == 2
+    assert f"--expect-packages {entry!r}: write NAME=VERSION or NAME" in capsys.readouterr().err
+
+
 # --- child processes -----------------------------------------------------------------------------
 
 def test_children_run_together_and_report_how_they_ended(tmp_path: Path) -> None:

@@ -123,6 +123,28 @@ def test_expected_packages_fail_when_missing_or_another_version() -> None:
     assert _run("env.expected_packages").status == "skipped"
 
 
+def test_expected_packages_without_a_version_and_under_another_import_name() -> None:
+    # a name alone: any version, but installed and importable; pyyaml imports as `yaml`, by its metadata
+    found = _run("env.expected_packages", expect_packages=(("pyyaml", None),))
+    assert found.status == "passed", found.reason
+    missing = _run("env.expected_packages", expect_packages=(("torchaudio", None),))
+    assert missing.status == "failed" and "torchaudio is pinned but not installed" in missing.reason
+    assert _run("torchvision.ops", expect_packages=(("torchvision", None),)).status == "failed"
+
+
+def test_an_expected_package_that_does_not_import_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A distribution whose metadata is there but whose module raises on import: a failure naming it."""
+    info = tmp_path / "brokenpkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenpkg\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("brokenmod\n")
+    (tmp_path / "brokenmod.py").write_text("raise ImportError('libfoo.so.1: cannot open shared object file')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = _run("env.expected_packages", expect_packages=(("brokenpkg", "1.0"),))
+    assert result.status == "failed", result.reason
+    assert "import brokenmod (brokenpkg) failed: ImportError: libfoo.so.1" in result.reason
+
+
 @needs_cpu_only
 def test_require_gpus_fails_the_visibility_check_here() -> None:
     result = _run("visibility.devices", require_gpus=1)
