@@ -55,7 +55,7 @@ def read_dockerfile_text(text: str, source: str) -> Reading:
     except buildkit.GoParseError as error:
         raise reading.fail(f"buildkit's parser refuses it ({str(error).splitlines()[0][:160]}); fix it until "
                            "`docker build` reads it") from None
-    variables = BuildVariables()
+    variables = BuildVariables(source=source)
     base: ImageTorch | None = None
     stages: set[str] = set()
     for command in commands:
