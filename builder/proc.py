@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import selectors
 import shutil
 import signal
 import subprocess
@@ -23,9 +24,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PARENT_POLL_S = 0.2
+# What `run` keeps of each stream: a broken tool can print hundreds of MB (the rest is read and dropped,
+# but for its last lines, which say why it failed).
+MAX_OUTPUT_BYTES = 16 << 20
+TAIL_BYTES = 64 << 10
+_READ_CHUNK = 1 << 16
 
 
 class Terminated(KeyboardInterrupt):
@@ -96,7 +103,8 @@ def popen(command: Sequence[str], **kwargs) -> subprocess.Popen:
 
 def run(command: Sequence[str], *, timeout: float, what: str, env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None, input: bytes | None = None) -> Completed:
-    """Run to completion and capture its output as text (undecodable bytes replaced, never an error).
+    """Run to completion and capture its output as text (undecodable bytes replaced, never an error),
+    at most MAX_OUTPUT_BYTES of each stream and its last TAIL_BYTES.
 
     A timeout kills the child's whole group and raises ProcessTimeout; Ctrl-C or SIGTERM kill the
     group too before they go on. A grandchild left holding the pipes ends with the group."""
@@ -104,17 +112,78 @@ def run(command: Sequence[str], *, timeout: float, what: str, env: Mapping[str, 
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     env=dict(env) if env is not None else None, cwd=cwd)
     try:
-        stdout, stderr = process.communicate(input, timeout=timeout)
+        if input is not None:
+            threading.Thread(target=_feed, args=(process.stdin, input), daemon=True).start()
+        stdout, stderr = _read_capped(process, time.monotonic() + timeout)
     except subprocess.TimeoutExpired:
-        kill_group(process.pid)
-        process.communicate()
+        _end(process)
         raise ProcessTimeout(what, timeout) from None
     except BaseException:
-        kill_group(process.pid)
-        process.communicate()
+        _end(process)
         raise
-    kill_group(process.pid)  # anything it left running in its group
+    _end(process)  # anything it left running in its group
     return Completed(process.returncode, _text(stdout), _text(stderr))
+
+
+def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
+    try:
+        if pipe is not None:
+            with pipe:
+                pipe.write(data)
+    except (BrokenPipeError, ValueError):  # the child stopped reading, or was ended
+        pass
+
+
+class _Capped:
+    """One stream's output: its first MAX_OUTPUT_BYTES, then only its last TAIL_BYTES."""
+
+    def __init__(self) -> None:
+        self.head, self.tail, self.dropped = bytearray(), bytearray(), 0
+
+    def add(self, data: bytes) -> None:
+        room = MAX_OUTPUT_BYTES - len(self.head)
+        self.head += data[:max(0, room)]
+        self.tail += data[max(0, room):]
+        if len(self.tail) > TAIL_BYTES:
+            self.dropped += len(self.tail) - TAIL_BYTES
+            del self.tail[:-TAIL_BYTES]
+
+    def value(self) -> bytes:
+        gap = f"\n[envbuild: {self.dropped} bytes of this output left out]\n".encode() if self.dropped else b""
+        return bytes(self.head) + gap + bytes(self.tail)
+
+
+def _read_capped(process: subprocess.Popen, deadline: float) -> tuple[bytes, bytes]:
+    """Both pipes until they close and the child exits, by `deadline` (else TimeoutExpired)."""
+    assert process.stdout is not None and process.stderr is not None
+    streams = {process.stdout.fileno(): _Capped(), process.stderr.fileno(): _Capped()}
+    with selectors.DefaultSelector() as selector:
+        for fd in streams:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(process.args, 0)
+            for key, _ in selector.select(left):
+                data = os.read(key.fd, _READ_CHUNK)
+                if data:
+                    streams[key.fd].add(data)
+                else:
+                    selector.unregister(key.fd)
+    process.wait(max(0.0, deadline - time.monotonic()))
+    return streams[process.stdout.fileno()].value(), streams[process.stderr.fileno()].value()
+
+
+def _end(process: subprocess.Popen) -> None:
+    """Kill what is left of the child's group, close its pipes and reap it."""
+    kill_group(process.pid)
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+    process.wait()
 
 
 def _text(data: bytes | None) -> str:

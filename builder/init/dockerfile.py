@@ -140,7 +140,7 @@ def read_dockerfile_text(text: str, source: str, context: Path | None = None) ->
     except buildkit.GoParseError as error:
         raise reading.fail(f"buildkit's parser refuses it ({str(error).splitlines()[0][:160]}); fix it until "
                            "`docker build` reads it") from None
-    stage = _Stage(context)
+    stage = _Stage(context, BuildVariables(source=source))
     base: ImageTorch | None = None
     for command in commands:
         keyword = command.cmd.upper()

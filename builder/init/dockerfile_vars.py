@@ -13,7 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from builder.errors import UsageError
+
 REFERENCE = re.compile(r"\$\{(\w+)(?:(:?[-+])([^}]*))?\}|\$(\w+)")
+# ARGs that name each other several times grow tenfold a line: 889 bytes reached 24 GB. Real files
+# expand a line to a few hundred bytes; these caps stop a chain long before memory or time runs out.
+MAX_EXPANDED_CHARS = 64 * 1024  # one expanded value or line
+MAX_GROWTH_CHARS = 1024 * 1024  # all that substitution adds over the whole file
 
 
 @dataclass
@@ -21,6 +27,8 @@ class BuildVariables:
     global_args: dict[str, str] = field(default_factory=dict)
     stage: dict[str, str] = field(default_factory=dict)
     in_stage: bool = False
+    source: str = "Dockerfile"  # named in the error of a chain that expands too far
+    grown: int = 0  # what substitution added so far
 
     def start_stage(self) -> None:
         self.stage = {}
@@ -42,8 +50,24 @@ class BuildVariables:
             self.stage[name] = unquote(self.expand(value))
 
     def expand(self, text: str) -> str:
+        """`text` with its references substituted; a UsageError once a line or the file's substitutions
+        grow past their cap (checked at each reference, so a chain never gets to build its huge string)."""
         known = self.stage if self.in_stage else self.global_args
-        return REFERENCE.sub(lambda match: _substitute(match, known), text)
+        grown = 0
+
+        def substitute(match: re.Match[str]) -> str:
+            nonlocal grown
+            value = _substitute(match, known)
+            grown += len(value) - len(match[0])
+            if grown > 0 and (len(text) + grown > MAX_EXPANDED_CHARS or self.grown + grown > MAX_GROWTH_CHARS):
+                raise UsageError(f"{self.source}: its ARG/ENV references expand past {MAX_EXPANDED_CHARS // 1024} KiB "
+                                 f"a line or {MAX_GROWTH_CHARS // (1024 * 1024)} MiB in all (values that repeat each "
+                                 "other); envbuild stops reading there: write the values out")
+            return value
+
+        expanded = REFERENCE.sub(substitute, text)
+        self.grown += max(0, grown)
+        return expanded
 
 
 def _substitute(match: re.Match[str], known: dict[str, str]) -> str:

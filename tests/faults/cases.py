@@ -29,6 +29,10 @@ ALIAS_BOMB = "\n".join(
 HOST_CA_PEM = host_ca_certificate()
 KEY_SHAPED_BLOCK = private_key_block()
 ENV_YML = "name: team\nchannels: [conda-forge]\ndependencies: [python=3.11, pytorch=2.13.0]\n"
+# 12 ARGs, each ten references to the one before: 791 bytes, 10^13 characters once expanded.
+ARG_CHAIN = "\n".join(["FROM python:3.11", "ARG V0=abcdefghij"]
+                      + [f"ARG V{i}=" + f"${{V{i - 1}}}" * 10 for i in range(1, 13)]
+                      + ["RUN pip install torch==2.13.0 ${V12}"]) + "\n"
 
 
 # --- setups ----------------------------------------------------------------------------------------
@@ -224,6 +228,8 @@ CASES += [
     Case("init-from-include-of-environ", ("init", "--from", "requirements.txt", "--out", "team.yaml"), exit=2,
          error=("/proc/self/environ", "outside", "--allow-outside"),
          setup=with_file("requirements.txt", "torch==2.13.0\n-r /proc/self/environ\n")),
+    Case("init-from-arg-chain", ("init", "--from", "Dockerfile", "--out", "team.yaml"), exit=2,
+         error=("expand past", "write the values out"), setup=with_file("Dockerfile", ARG_CHAIN), timeout=30),
     Case("lint-include-of-parent", ("lint", "requirements.txt"), exit=2, error=("../secrets.txt", "--allow-outside"),
          setup=with_file("requirements.txt", "torch==2.13.0\n-c ../secrets.txt\n")),
 
