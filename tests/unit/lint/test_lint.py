@@ -193,12 +193,12 @@ def test_lint_cli_json_and_rules_listing(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["lint", str(source), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["path"] == str(source)
+    assert report["schema_version"] == 1 and report["report"] == "lint" and report["path"] == str(source)
     assert {"lint.cuda.cudatoolkit-era", "lint.python.end-of-life"} <= {f["rule"] for f in report["findings"]}
     assert all(f["fix"] and f["severity"] in ("error", "warning", "info") for f in report["findings"])
     listing = CliRunner().invoke(cli, ["lint", "--rules", "--json"])
     assert listing.exit_code == 0
-    assert [r["rule"] for r in json.loads(listing.output)] == LINT.ids()
+    assert [r["rule"] for r in json.loads(listing.output)["rules"]] == LINT.ids()
     only = CliRunner().invoke(cli, ["lint", str(source), "--rule", "lint.python.end-of-life"])
     assert only.exit_code == 0 and "lint.python.end-of-life" in only.output and "cudatoolkit" not in only.output
     bad = CliRunner().invoke(cli, ["lint", str(source), "--rule", "lint.nope"])
