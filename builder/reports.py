@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from xml.etree import ElementTree
 
 from builder.safe_io.writing import write_file
+from builder.yamlio import load_data
 
 if TYPE_CHECKING:  # rich takes a tenth of a second to import; --json output never needs it
     from rich.console import Console
@@ -80,8 +82,51 @@ def cell_style(cell: str) -> str:
     return next((style for word, style in CELL_STYLES if cell == word or cell.startswith(word + " ")), "")
 
 
-def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+@lru_cache(maxsize=1)
+def json_reports() -> dict[str, Any]:
+    """What each command prints with --json (data/json_reports.yaml): the schema version, each report's
+    list key (`items`) or its keys that are always there (`fields`)."""
+    return load_data("json_reports.yaml")
+
+
+def report_names() -> list[str]:
+    return list(json_reports()["reports"])
+
+
+def json_document(report: str, data: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+    """The one shape of every --json output: `{"schema_version": N, "report": NAME, ...}`, with a list
+    under the report's `items` key and an object's own keys beside the two."""
+    table = json_reports()
+    entry = table["reports"][report]  # a KeyError is a report missing from data/json_reports.yaml
+    head: dict[str, Any] = {"schema_version": table["schema_version"], "report": report}
+    if isinstance(data, Mapping):
+        return {**head, **data}
+    return {**head, entry["items"]: list(data)}
+
+
+def print_json(report: str, data: Mapping[str, Any] | Sequence[Any]) -> None:
+    """`data` as the versioned JSON document of `report` (json_document), on standard output."""
+    sys.stdout.write(json.dumps(json_document(report, data), indent=2, sort_keys=False, default=str) + "\n")
+
+
+def report_schema(report: str) -> dict[str, Any]:
+    """The JSON Schema of one --json report, generated from a pydantic model of its document: the version
+    and name fixed, the list or the keys that are always there required, further keys allowed."""
+    from pydantic import ConfigDict, create_model
+
+    table = json_reports()
+    entry = table["reports"][report]
+    fields: dict[str, Any] = {"schema_version": (Literal[table["schema_version"]], ...),  # type: ignore[valid-type]
+                              "report": (Literal[report], ...)}  # type: ignore[valid-type]
+    if "items" in entry:
+        fields[entry["items"]] = (list[dict[str, Any]], ...)
+    for name in entry.get("fields", ()):
+        fields[name] = (Any, ...)
+    model = create_model(f"envbuild-{report}-report", __config__=ConfigDict(extra="allow"),
+                         __doc__=entry["summary"], **fields)
+    schema = model.model_json_schema()
+    schema["required"] = list(fields)  # Any-typed keys too: present, whatever their value
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None:

@@ -103,8 +103,8 @@ def targets(spec: Path, as_json: bool) -> None:
     fleet = fleet_warnings(resolved, spec_hosts(loaded))
     rows = [target_summary(t) for t in resolved]
     if as_json:
-        reports.print_json([{**row, "fleet_warnings": [w for w in fleet if w.startswith(f"target {row['target']} ")]}
-                            for row in rows])
+        reports.print_json("targets", [
+            {**row, "fleet_warnings": [w for w in fleet if w.startswith(f"target {row['target']} ")]} for row in rows])
         return
     reports.print_table(
         f"{resolved[0].name}: CUDA targets",
@@ -127,13 +127,12 @@ def targets(spec: Path, as_json: bool) -> None:
 def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], allow_outside: bool, as_json: bool) -> None:
     """Check PATH, a spec or an environment file you have (environment.yml, requirements.txt,
     conda-lock.yml, Dockerfile); exit 1 when an error is found."""
-    from builder.findings import findings_to_json
     from builder.lint.rules import LINT, lint_path
 
     if list_rules:
         rules = [{"rule": rule.id, "summary": rule.summary} for rule in LINT]
         if as_json:
-            reports.print_json(rules)
+            reports.print_json("lint-rules", rules)
         else:
             reports.print_table("lint rules", ["rule", "checks"], [[r["rule"], r["summary"]] for r in rules])
         return
@@ -141,7 +140,7 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], allow_outsi
         raise UsageError("envbuild lint needs a PATH (a spec or an environment file), or --rules")
     findings = lint_path(path, only, allow_outside)
     if as_json:
-        click.echo(findings_to_json(findings, path=str(path)))
+        reports.print_json("lint", {"path": str(path), "findings": [finding.as_dict() for finding in findings]})
     else:
         _print_findings(path, findings)
     if any(f.is_error for f in findings):
@@ -177,7 +176,7 @@ def render(spec: Path, cuda: tuple[TargetId, ...], out: Path | None, lock_root: 
     written = render_contexts(resolve_targets(load_spec(spec), cuda, sources), out, lock_root=lock_root,
                               image_platform=image_platform)
     if as_json:
-        reports.print_json([item.as_dict() for item in written])
+        reports.print_json("render", [item.as_dict() for item in written])
         return
     for item in written:
         click.echo(f"{item.target}: {item.path}" + ("" if item.buildable else " (not buildable)"))
@@ -208,7 +207,7 @@ def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: 
         results = lock_targets(resolved, lock_root=solve.lock_root, solver=solve.solver, update=solve.update,
                                force=solve.force, parallel=solve.jobs, timeout=solve.timeout)
     if as_json:
-        reports.print_json([r.as_dict() for r in results])
+        reports.print_json("lock", [r.as_dict() for r in results])
     else:
         reports.print_table(
             f"{resolved[0].name}: locks",
@@ -292,7 +291,7 @@ def image(spec: Path, cuda: tuple[TargetId, ...], all_targets: bool, publish: Pu
             results.append(build_target_image(target, locks=locks.policy(), options=engine, push=publish.push,
                                               echo=echo))
     if as_json:
-        reports.print_json([r.as_dict() for r in results])
+        reports.print_json("image", [r.as_dict() for r in results])
         return
     reports.print_table(
         f"{resolved[0].name}: images",
@@ -311,7 +310,7 @@ def images(spec: Path, as_json: bool) -> None:
 
     rows = list_images(load_spec(spec).name)
     if as_json:
-        reports.print_json(rows)
+        reports.print_json("images", rows)
         return
     reports.print_table(
         "images", ["target", "torch", "cuda", "tags", "size", "lock", "created", "env layers"],
@@ -351,7 +350,7 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
                                     timeout=flags.timeout)
         title = f"smoke: {image_name}"
     if as_json:
-        reports.print_json(report.as_dict())
+        reports.print_json("smoke", report.as_dict())
     else:
         for note in report.notes:
             click.echo(f"note: {note}", err=True)
@@ -398,7 +397,7 @@ def doctor(spec: Path | None, save_to: Path | None, fleet_files: tuple[Path, ...
         click.echo(f"recorded this host in {save_to}", err=True)
     report = diagnose(facts, resolved)
     if as_json:
-        reports.print_json(report.as_dict())
+        reports.print_json("doctor", report.as_dict())
     else:
         _print_doctor(report, resolved[0].name if resolved else None)
     if report.cannot_run:
@@ -430,7 +429,7 @@ def _fleet_doctor(spec: Path | None, files: tuple[Path, ...], as_json: bool) -> 
     hosts = [*spec_hosts(loaded), *(load_host(path) for path in host_paths(files))]
     matrix = fleet_matrix(resolve_targets(loaded), hosts)
     if as_json:
-        reports.print_json(matrix.as_dict())
+        reports.print_json("fleet", matrix.as_dict())
     else:
         title = f"{loaded.name}: targets on the fleet (* = the fewest targets that cover it)"
         if len(matrix.hosts) > len(matrix.targets):  # hosts down the side: the grid does not fold words
@@ -459,7 +458,7 @@ def explain(log: Path | None, spec: Path | None, no_host: bool, catalogue: bool,
 
     if catalogue:
         if as_json:
-            reports.print_json(explaining.catalogue())
+            reports.print_json("explain-catalogue", explaining.catalogue())
         else:
             click.echo("\n".join(explaining.catalogue_lines()))
         return
@@ -470,7 +469,7 @@ def explain(log: Path | None, spec: Path | None, no_host: bool, catalogue: bool,
         report = explaining.explain_stream(stream, str(log), driver=driver, gpus=gpus, processes=processes,
                                            targets=resolve_targets(load_spec(spec)) if spec else ())
     if as_json:
-        reports.print_json(report.as_dict())
+        reports.print_json("explain", report.as_dict())
     else:
         click.echo("\n".join(report.text_lines()))
     if not report.recognised:
@@ -515,7 +514,7 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
     result = init_spec(source, name, out, force, upgrade, allow_outside)
     findings = lint_spec(result.spec)
     if as_json:
-        reports.print_json({**result.as_dict(), "lint": [f.as_dict() for f in findings]})
+        reports.print_json("init", {**result.as_dict(), "lint": [f.as_dict() for f in findings]})
     else:
         spec = result.spec
         click.echo(f"wrote {result.path}: torch {spec.torch}, route {spec.route.value}, "
@@ -550,7 +549,7 @@ def export(fmt: str, spec: Path, out: Path | None, pip_index: str | None, force:
     targets = resolve_targets(env_spec, sources=Sources(pip_index=pip_index))
     written = write_export(cast(Format, fmt), env_spec, spec, targets, out, force)
     if as_json:
-        reports.print_json(written.as_dict())
+        reports.print_json("export", written.as_dict())
         return
     kind = "environment" if fmt == "pixi" else "extra"
     click.echo(f"wrote {written.path}: {fmt} {'workspace' if fmt == 'pixi' else 'project'} for {env_spec.name}")
@@ -570,7 +569,7 @@ def summary(report_files: tuple[Path, ...], as_json: bool) -> None:
 
     read = [read_report(path) for path in report_files]
     if as_json:
-        reports.print_json([report.as_dict() for report in read])
+        reports.print_json("summary", [report.as_dict() for report in read])
     else:
         click.echo(markdown_summary(read))
 
@@ -604,7 +603,7 @@ def ci(provider: str, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
     )
     pipeline = write_pipeline(cast(Provider, provider), env_spec, spec, resolve_targets(env_spec), out, options, force)
     if as_json:
-        reports.print_json(pipeline.as_dict())
+        reports.print_json("ci", pipeline.as_dict())
     else:
         _print_pipeline(pipeline, provider, env_spec.name, spec)
 
@@ -631,7 +630,7 @@ def _ci_k8s(env_spec, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
         images=parse_images(k8s.images), registry=k8s.registry, gpu_products=tuple(k8s.gpu_products),
         require_gpus=ci_jobs.require_gpus or 1, namespace=k8s.namespace), force)
     if as_json:
-        reports.print_json(manifests.as_dict())
+        reports.print_json("k8s", manifests.as_dict())
         return
     click.echo(f"wrote {manifests.path}: {len(manifests.jobs)} Kubernetes Job(s) for {env_spec.name}")
     reports.print_table(f"{manifests.path}: jobs", ["job", "target", "GPU product", "image"], [
@@ -679,7 +678,7 @@ def matrix(spec: Path, cuda: tuple[TargetId, ...], build: BuildFlags, locks: Loc
     rows = run_matrix(resolved, locks=locks.policy(), options=build.engine_for(spec), container=container,
                       require_gpus=flags.require_gpus, timeout=flags.timeout, progress=build_progress)
     if as_json:
-        reports.print_json([row.as_dict() for row in rows])
+        reports.print_json("matrix", [row.as_dict() for row in rows])
     else:
         _print_matrix(rows, resolved[0].name)
     if flags.junit:  # after the results are out: a report that cannot be written does not hide them
@@ -738,7 +737,7 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
     result = path.onboard(resolved, asked=bool(cuda), options=local_env.options(spec), locks=locks.policy(),
                           echo=_echo_err)
     if as_json:
-        reports.print_json(result.as_dict())
+        reports.print_json("onboard", result.as_dict())
     else:
         _print_onboard(result)
     if result.failed:
@@ -770,7 +769,7 @@ def _onboard_image(resolved: list, asked: bool, image_path: ImagePathFlags, lock
                                  options=BuildOptions(network=image_path.network), progress=build_progress,
                                  echo=_echo_err)
     if as_json:
-        reports.print_json(image_result.as_dict())
+        reports.print_json("onboard-image", image_result.as_dict())
         return
     click.echo(f"{image_result.image} ({image_result.how}); run it with:\n  {image_result.run_command}")
     gpus = " --gpus all" if image_result.cuda else ""
@@ -811,17 +810,18 @@ def completion(shell: str) -> None:
 
 
 @cli.command()
-@click.argument("name", type=click.Choice(["spec", "lockfile"]))
+@click.argument("name", metavar="spec|lockfile|REPORT",
+                type=click.Choice(["spec", "lockfile", *reports.report_names()]))
 @click.option("--out", type=OutputFile(), help="Write the schema here instead of printing it.")
 @click.option("--markdown", is_flag=True, help="The spec's fields as a Markdown reference (docs/spec-reference.md).")
 def schema(name: str, out: Path | None, markdown: bool) -> None:
-    """Print the JSON Schema of a spec (what editors validate envs/*.yaml with) or of a lockfile,
-    generated from envbuild's own models.
+    """Print the JSON Schema of a spec (what editors validate envs/*.yaml with), of a lockfile, or of a
+    command's --json report (lock, doctor, smoke, ...), generated from envbuild's own models.
 
     \b
     Examples:
       envbuild schema spec --out envs/envbuild-spec.schema.json
-      envbuild schema lockfile > conda-lock.schema.json"""
+      envbuild schema doctor > doctor.schema.json"""
     from builder.specs.schema import schema_text, spec_reference, spec_schema
 
     if markdown and name != "spec":
@@ -830,10 +830,12 @@ def schema(name: str, out: Path | None, markdown: bool) -> None:
         text = spec_reference()
     elif name == "spec":
         text = schema_text(spec_schema())
-    else:
+    elif name == "lockfile":
         from builder.formats.conda_lock import lockfile_schema
 
         text = schema_text(lockfile_schema())
+    else:
+        text = schema_text(reports.report_schema(name))
     if out is None:
         click.echo(text, nl=False)
     else:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from builder.explain.context import ExplainContext
 from builder.explain.machine import driver_runs, gpus_covered
-from builder.specs.compat import CompatData, version_tuple
+from builder.specs.compat import CompatData, parse_version
 from builder.specs.cuda import CudaVersion
 from builder.specs.target import Target
 from smoke.compat import arch_coverage
@@ -43,7 +43,7 @@ def runnable_builds(context: ExplainContext, capability: tuple[int, int] | None 
         if capability is not None and not arch_coverage(archs, capability).covered:
             continue
         builds.append(Build(line, latest, cuda, how))
-    return sorted(builds, key=lambda b: (tuple(-p for p in version_tuple(b.line)), b.cuda))
+    return sorted(builds, key=lambda b: (tuple(-p for p in parse_version(b.line).release), b.cuda))
 
 
 def runnable_targets(context: ExplainContext, capability: tuple[int, int] | None = None) -> list[tuple[Target, str]]:

@@ -11,7 +11,7 @@ from builder.explain.machine import Machine, driver_runs, gpus_covered, trusted_
 from builder.explain.matching import Hit
 from builder.explain.refining import Refined, refines
 from builder.findings import Severity
-from builder.specs.compat import version_tuple
+from builder.specs.compat import parse_version
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import sm_name
 from smoke.compat import arch_coverage, driver_cuda_from_nvml
@@ -41,7 +41,7 @@ def next_step_from_facts(context: ExplainContext) -> str:
 
 def _major_minor(version: str) -> tuple[int, int]:
     """`9.0` -> (9, 0): a compute capability as the log writes it."""
-    parts = version_tuple(version)
+    parts = parse_version(version).release
     return parts[0], parts[1] if len(parts) > 1 else 0
 
 
@@ -121,7 +121,7 @@ def _arch_too_old(hit: Hit, context: ExplainContext) -> Refined:
     last = [(line, latest, cuda) for line, latest, cuda, archs in released_builds(context.compat)
             if arch_coverage(archs, capability).covered]
     if last:
-        line, latest, cuda = max(last, key=lambda b: (version_tuple(b[0]), (-b[2].major, -b[2].minor)))
+        line, latest, cuda = max(last, key=lambda b: (parse_version(b[0]), (-b[2].major, -b[2].minor)))
         return Refined(message, f"the last release in envbuild's data with kernels for {cap} is torch {latest} with "
                                 f"CUDA {cuda}; newer torch needs a newer GPU")
     return Refined(message, f"no torch build in envbuild's data supports compute capability {cap} (the oldest "
@@ -187,7 +187,7 @@ def _runnable_on(driver_cuda: CudaVersion, context: ExplainContext) -> str:
     for how, note in (("runs", ""), ("minor", " (minor-version compatibility: no PTX JIT)")):
         fitting = [(line, latest, cuda) for line, latest, cuda, said in builds if said == how]
         if fitting:
-            line, latest, cuda = max(fitting, key=lambda b: (version_tuple(b[0]), b[2]))
+            line, latest, cuda = max(fitting, key=lambda b: (parse_version(b[0]), b[2]))
             words.append(f"torch {latest} with CUDA {cuda}{note}")
     return ", or ".join(words)
 
@@ -273,7 +273,7 @@ TEGRA_ARCHS = {"53", "62", "72", "87", "101", "110"}
 
 def _older_arch(arch: str, toolkit: str | None) -> str:
     known = [a for a, first in NVCC_FIRST.items() if a not in TEGRA_ARCHS
-             and (toolkit is None or version_tuple(first) <= version_tuple(toolkit))]
+             and (toolkit is None or parse_version(first) <= parse_version(toolkit))]
     below = [a for a in known if int(a) < int(arch or "0")]
     best = max(below, key=int) if below else "75"
     return f"{best[:-1]}.{best[-1]}"

@@ -9,10 +9,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.version import InvalidVersion
+
 from builder.errors import UsageError
 from builder.explain.families import FactPattern, load_explain_data
 from builder.explain.log_text import LogText
-from builder.specs.compat import version_tuple
+from builder.specs.compat import parse_version
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import capability_of_model, sm_name
 from smoke.compat import driver_cuda_from_nvml
@@ -71,8 +73,11 @@ class LogFacts:
 def cuda_from_text(text: str) -> CudaVersion | None:
     """The CUDA X.Y a log's text names (`11.8`, `12.1.105`, `12.06`), or None when it names none; logs write
     versions loosely, so this reads the numbers rather than requiring the data files' exact form."""
-    parts = version_tuple(text)
-    return CudaVersion(parts[0], parts[1] if len(parts) > 1 else 0) if parts else None
+    try:
+        parts = parse_version(text).release
+    except InvalidVersion:
+        return None
+    return CudaVersion(parts[0], parts[1] if len(parts) > 1 else 0)
 
 
 _FACT_CONVERTERS: dict[str, Callable[[re.Match[str]], str | None]] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from builder.specs.compat import CompatData, version_tuple
+from builder.specs.compat import CompatData, parse_version
 from builder.specs.cuda import CudaVersion
 from smoke.compat import arch_coverage
 
@@ -56,13 +56,13 @@ def _by_driver_version(machine: Machine, driver_version: str, cuda: CudaVersion,
     toolkit = compat.toolkit(cuda)
     full = toolkit.full_compat_driver if toolkit else None
     minimum = compat.min_driver(cuda)
-    version = version_tuple(driver_version)
-    if full and version >= version_tuple(full):
+    version = parse_version(driver_version)
+    if full and version >= parse_version(full):
         return "runs"
     trusted = trusted_driver_cuda(machine, compat)
-    if trusted is not None and trusted >= cuda and (minimum is None or version >= version_tuple(minimum)):
+    if trusted is not None and trusted >= cuda and (minimum is None or version >= parse_version(minimum)):
         return "runs"
-    if minimum and version >= version_tuple(minimum):
+    if minimum and version >= parse_version(minimum):
         return "minor"
     if minimum or full:
         return None
@@ -85,9 +85,9 @@ def trusted_driver_cuda(machine: Machine, compat: CompatData) -> CudaVersion | N
     needs a newer driver than this one."""
     if machine.driver_cuda is None or not machine.driver_version:
         return machine.driver_cuda
-    version = version_tuple(machine.driver_version)
+    version = parse_version(machine.driver_version)
     needs_newer = [cuda for cuda, toolkit in compat.cuda.items()
-                   if version < version_tuple(toolkit.full_compat_driver)]
+                   if version < parse_version(toolkit.full_compat_driver)]
     if needs_newer and machine.driver_cuda >= min(needs_newer):
         return None
     return machine.driver_cuda

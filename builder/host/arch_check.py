@@ -8,7 +8,7 @@ from __future__ import annotations
 from builder.host.capability import WHAT_WOULD_TELL
 from builder.host.checks import FAIL, INFO, MINOR_COMPAT, NEEDS_NEWER_DRIVER, OK, RUNS, UNDECIDED, WARNING, HostCheck
 from builder.host.gpuinfo import GpuInfo
-from builder.specs.compat import CompatData, version_tuple
+from builder.specs.compat import CompatData, parse_version
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import sm_name, support_ended
 from builder.specs.target import Target
@@ -23,7 +23,7 @@ def full_driver(target: Target) -> str:
 
 
 def at_least(version: str, wanted: str) -> bool:
-    return version_tuple(version) >= version_tuple(wanted)
+    return parse_version(version) >= parse_version(wanted)
 
 
 def indices(gpus: list[GpuInfo]) -> str:
@@ -138,7 +138,7 @@ def current_builds_cover(capability: Capability, compat: CompatData) -> bool:
     released = [release for release in compat.releases() if release.confidence != "projected"]
     if not released:
         return True
-    newest = max(released, key=lambda release: version_tuple(release.line))
+    newest = max(released, key=lambda release: parse_version(release.line))
     return any(arch_coverage(archs, capability).covered for archs in newest.archs.values())
 
 
@@ -150,7 +150,7 @@ def unsupported_words(capability: Capability, compat: CompatData) -> str:
             for cuda, archs in release.archs.items() if arch_coverage(archs, capability).covered]
     said = f"no current torch build has {sm} kernels"
     if last:
-        _, latest, cuda = max(last, key=lambda build: (version_tuple(build[0]), build[2]))
+        _, latest, cuda = max(last, key=lambda build: (parse_version(build[0]), build[2]))
         said += f"; the last in envbuild's data is torch {latest} with CUDA {cuda} (use it, or the CPU build)"
     else:
         said += "; no torch build in envbuild's data has them (build an old torch from source, or use the CPU build)"

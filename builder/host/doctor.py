@@ -52,7 +52,7 @@ from builder.host.driver_failures import container_without_driver, driver_failur
 from builder.host.gpuinfo import GpuInfo, read_host_gpus
 from builder.host.hostkind import HostKind, HostProbe, probe_host, read_host_kind
 from builder.host.mig import mig_findings, mig_gpu_limit, mig_words
-from builder.specs.compat import CompatData, load_compat, version_tuple
+from builder.specs.compat import CompatData, load_compat, parse_version
 from builder.specs.cuda import CudaVersion, cuda_json, cuda_or_cpu
 from builder.specs.target import Target
 from smoke.driver import DriverReading
@@ -362,7 +362,7 @@ def _engine_findings(facts: HostFacts) -> list[HostCheck]:
     if not engine.reachable:
         return [HostCheck(MISSING, "Docker engine", f"no Docker engine answers at {engine.address} ({engine.error})",
                         ENGINE_START_FIX)]
-    if engine.version and version_tuple(engine.version)[:2] < GPUS_FLAG_ENGINE:
+    if engine.version and parse_version(engine.version).release[:2] < GPUS_FLAG_ENGINE:
         return [HostCheck(WARNING, "Docker engine", f"Docker {engine.version} has no `--gpus` (19.03 added it)",
                         "upgrade the Docker engine to 19.03 or newer")]
     return [HostCheck(OK, "Docker engine", f"Docker {engine.version} answers at {engine.address}")]
@@ -627,7 +627,7 @@ def _runnable_alternatives(target: Target, drivers: dict[str, tuple[str, HostChe
     for wanted, how in ((RUNS, ""), (MINOR_COMPAT, " under minor-version compatibility")):
         keys = [key for key, (word, _) in drivers.items() if word == wanted and key != target.key]
         if keys:
-            choices.append(max(keys, key=version_tuple) + how)
+            choices.append(max(keys, key=parse_version) + how)
     return ", or ".join(choices)
 
 

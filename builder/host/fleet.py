@@ -33,7 +33,7 @@ from builder.host.doctor import (
 )
 from builder.host.gpuinfo import GpuInfo
 from builder.host.hostkind import HostProbe
-from builder.specs.compat import CompatData, load_compat, version_tuple
+from builder.specs.compat import CompatData, load_compat, parse_version
 from builder.specs.cuda import CudaVersion
 from builder.specs.fleet import fleet_folder, recorded_gpu
 from builder.specs.gpus import capability_of, sm_name
@@ -293,7 +293,7 @@ def nearest_builds(capability: tuple[int, int], compat: CompatData, routes: tupl
                       and (driver_cuda is None or cuda.major <= driver_cuda[0])]
         released = [c for c in candidates if c[0].confidence != "projected"] or candidates
         if released:
-            release, cuda = max(released, key=lambda c: (version_tuple(c[0].line), c[1]))
+            release, cuda = max(released, key=lambda c: (parse_version(c[0].line), c[1]))
             found.append((release.line, cuda, route))
     return found
 

@@ -24,7 +24,7 @@ from builder.init.lines import (
     version_specifier,
 )
 from builder.init.reading import Hint, Reading, settled_hints
-from builder.specs.compat import CompatData, TorchRelease, load_compat, paired_torchvision, version_tuple
+from builder.specs.compat import CompatData, TorchRelease, load_compat, paired_torchvision, parse_version
 from builder.specs.model import DEFAULT_CHANNELS, NAME_PATTERN, URL_PATTERN, Route
 from builder.specs.target import default_pip_index
 
@@ -149,7 +149,7 @@ def _variant(release: TorchRelease, route: Route, wish: CudaWish) -> str | None:
             # conda-forge's cuda-version pins the CUDA libraries; its torch builds for an older minor of
             # the same major run with them (CUDA minor-version compatibility).
             older = [v for v in variants if v.split(".")[0] == wish.exact.split(".")[0]
-                     and version_tuple(v) <= version_tuple(wish.exact)]
+                     and parse_version(v) <= parse_version(wish.exact)]
             return older[-1] if older else None
         return None
     allowed = [v for v in variants if wish.allows(v)]
@@ -221,7 +221,7 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
         if release is not None:
             return exact, release
         oldest = usable[0]
-        if version_tuple(exact) > version_tuple(usable[-1].latest):
+        if parse_version(exact) > parse_version(usable[-1].latest):
             raise reading.fail(f"torch {exact} ({text!r}) is newer than envbuild's compatibility data "
                                f"(newest: {usable[-1].latest}); pin a release it knows")
         reading.note(text, "upgraded", f"torch {exact} -> {oldest.latest}: {exact} is older than envbuild's "
@@ -238,9 +238,9 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
                                        f"envbuild's compatibility data; {oldest.line} is the oldest it builds")
         return oldest.latest, oldest
     cuda_too_old = wish.exact not in (None, SOME_CUDA, CPU) and allowed and all(
-        version_tuple(wish.exact) < version_tuple(_cuda_variants(r, route)[0]) for r in allowed)
+        parse_version(wish.exact) < parse_version(_cuda_variants(r, route)[0]) for r in allowed)
     python_too_old = python is not None and allowed and all(
-        version_tuple(python) < version_tuple(r.python.min) for r in allowed)
+        parse_version(python) < parse_version(r.python.min) for r in allowed)
     if cuda_too_old or python_too_old:
         # The newest torch the file allows, its CUDA and Python moved up to what it supports (written only
         # with --upgrade).
@@ -251,7 +251,7 @@ def _choose_release(reading: Reading, compat: CompatData, route: Route, wish: Cu
         return chosen.latest, chosen
     known_cuda = [str(cuda) for cuda in sorted(compat.cuda)]
     if wish.exact not in (None, SOME_CUDA, CPU) and wish.exact not in known_cuda \
-            and version_tuple(wish.exact) > max(version_tuple(c) for c in known_cuda):
+            and parse_version(wish.exact) > max(parse_version(c) for c in known_cuda):
         raise reading.fail(f"{_cuda_entry(reading, wish)!r} names CUDA {wish.exact}, newer than any CUDA release "
                            f"envbuild knows ({', '.join(known_cuda)}); fix the version and run `envbuild init` again")
     known = ", ".join(r.line for r in compat.releases())
@@ -283,7 +283,7 @@ def _below(wanted: SpecifierSet, oldest: str) -> bool:
     """Whether a version constraint only allows releases older than `oldest` (`1.12.*`, `<2`, `==1.13.1`)."""
     for specifier in wanted:
         base = specifier.version.rstrip(".*")
-        if specifier.operator in ("<", "<=", "==", "~=", "===") and version_tuple(base) < version_tuple(oldest):
+        if specifier.operator in ("<", "<=", "==", "~=", "===") and parse_version(base) < parse_version(oldest):
             return True
     return False
 
@@ -305,10 +305,10 @@ def _pick_cuda(reading: Reading, route: Route, wish: CudaWish, release: TorchRel
     variant = _variant(release, route, wish)
     variants = _cuda_variants(release, route)
     if variant is None and wish.exact not in (None, SOME_CUDA, CPU):
-        if version_tuple(wish.exact) >= version_tuple(variants[0]):
+        if parse_version(wish.exact) >= parse_version(variants[0]):
             return _image_cuda_build(reading, route, wish, release) or wish.exact
         variant = variants[0] if route is not Route.CONDA_FORGE else \
-            next(v for v in variants if version_tuple(v) >= version_tuple(wish.exact))
+            next(v for v in variants if parse_version(v) >= parse_version(wish.exact))
         reading.note(_cuda_entry(reading, wish), "upgraded",
                      f"target cuda{wish.exact} -> cuda{variant}: CUDA {wish.exact} is older than any torch "
                      f"{release.line} build on route {route.value} ({', '.join(variants)})")
@@ -345,7 +345,7 @@ def _image_cuda_build(reading: Reading, route: Route, wish: CudaWish, release: T
     entry = _cuda_entry(reading, wish)
     assert wish.exact is not None
     same_major = [v for v in _cuda_variants(release, route) if v.split(".")[0] == wish.exact.split(".")[0]
-                  and version_tuple(v) < version_tuple(wish.exact)]
+                  and parse_version(v) < parse_version(wish.exact)]
     if not entry.startswith("FROM ") or not same_major:
         return None
     reading.note(entry, "upgraded", f"target cuda{wish.exact} -> cuda{same_major[-1]}: torch {release.line} has no "
@@ -372,13 +372,13 @@ def _choose_python(reading: Reading, release: TorchRelease | None, exact: str | 
     default = load_import_rules().default_python
     if release is None:
         return exact or default
-    low, high = version_tuple(release.python.min), version_tuple(release.python.max)
-    supported = [f"3.{minor}" for minor in range(low[1], high[1] + 1)]
+    low, high = parse_version(release.python.min), parse_version(release.python.max)
+    supported = [f"3.{minor}" for minor in range(low.minor, high.minor + 1)]
     entry = reading.python.text if reading.python else "python (not listed)"
     if exact:
         if exact in supported or not may_upgrade:
             return exact  # an unsupported one is refused with the reason when the spec is resolved
-        nearest = supported[0] if version_tuple(exact) < low else supported[-1]
+        nearest = supported[0] if parse_version(exact) < low else supported[-1]
         reading.note(entry, "upgraded", f"python {exact} -> {nearest}: torch {release.line} supports Python "
                                         f"{release.python.min} to {release.python.max}")
         return nearest

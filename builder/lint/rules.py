@@ -30,6 +30,8 @@ from builder.init.facts import stated_cuda
 from builder.init.lines import parse_conda_line, python_minor
 from builder.init.read import read_source
 from builder.init.reading import ML_PACKAGES, Reading
+from builder.lock.location import default_lock_folder
+from builder.lock.run import LOCK_FILE
 from builder.specs.cuda import CPU
 from builder.specs.model import EnvSpec, Route, load_spec, read_yaml_file
 from builder.specs.target import resolve_targets
@@ -219,11 +221,24 @@ def unpinned_images(subject: LintSubject) -> Iterator[Finding]:
                               f"write `FROM {image}@sha256:...` (`docker buildx imagetools inspect {image}` shows "
                               "it)", "FROM", f"FROM {image}")
         return
+    # A tag is what a spec starts with (envbuild's own defaults are tags): it matters once the env is
+    # locked, when the lock promises the same image from a rebuild and only the base can still move.
+    locked = has_committed_lock(spec)
     for role, ref in (("runtime", spec.images.runtime), ("builder", spec.images.builder)):
         if ref.digest is None and not ref.image.startswith("local/"):
-            yield finding(subject, "lint.images.unpinned", "warning",
-                          f"{ref.image} is not pinned by digest: a rebuild can pick up a different base",
-                          "add `digest:`", f"images.{role}")
+            when = ("the env is locked, so a rebuild of the same lock can start from a different base" if locked
+                    else "each build takes the tag's image of the day; this becomes a warning once the env is "
+                         "locked, when a rebuild of the same lock could start from a different base")
+            yield finding(subject, "lint.images.unpinned", "warning" if locked else "info",
+                          f"{ref.image} is not pinned by digest: {when}",
+                          f"add `digest:` (`docker buildx imagetools inspect {ref.image}` shows it)", f"images.{role}")
+
+
+def has_committed_lock(spec: EnvSpec) -> bool:
+    """Whether a lock of the spec's env lies in its lock folder (`<spec folder>/<env>/locks/<target>/`)."""
+    if spec.source is None:
+        return False
+    return any(default_lock_folder(Path(spec.source), spec.name).glob(f"*/{LOCK_FILE}"))
 
 
 @LINT.rule("lint.targets.unresolvable", "a target the compatibility data has no build for")

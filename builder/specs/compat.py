@@ -10,6 +10,7 @@ import re
 from functools import lru_cache
 from typing import Literal
 
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field
 
 from builder.specs.cuda import CudaVersion
@@ -28,7 +29,7 @@ class PythonRange(_Data):
     max: str
 
     def contains(self, python: str) -> bool:
-        return version_tuple(self.min) <= version_tuple(python) <= version_tuple(self.max)
+        return parse_version(self.min) <= parse_version(python) <= parse_version(self.max)
 
 
 class CudaToolkit(_Data):
@@ -100,7 +101,7 @@ class CompatData(_Data):
         return self.torch.get(release_line(torch_version))
 
     def releases(self) -> list[TorchRelease]:
-        return sorted(self.torch.values(), key=lambda r: version_tuple(r.line))
+        return sorted(self.torch.values(), key=lambda r: parse_version(r.line))
 
     def toolkit(self, cuda: CudaVersion) -> CudaToolkit | None:
         return self.cuda.get(cuda)
@@ -126,10 +127,21 @@ class CompatData(_Data):
         return None
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """`2.7.1+cu118` -> (2, 7, 1); non-numeric tails are ignored (they never decide compatibility here)."""
-    numbers = re.findall(r"\d+", version.split("+")[0])
-    return tuple(int(n) for n in numbers[:4])
+_DOTTED_NUMBERS = re.compile(r"\d+(?:\.\d+)*")
+
+
+def parse_version(text: str) -> Version:
+    """`text` as packaging reads a version (`12.6`, `535.104.05`), less a local label (`2.7.1+cu118` is 2.7.1:
+    the build tag never decides compatibility here). What is not PEP 440 (Docker's `20.10.21-ce`, a log's
+    `cuda12.1`) is read by its first run of dotted numbers; InvalidVersion when it has none."""
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        numbers = _DOTTED_NUMBERS.search(text)
+        if numbers is None:
+            raise
+        version = Version(numbers.group())
+    return Version(version.public) if version.local else version
 
 
 def release_line(torch_version: str) -> str:

@@ -22,8 +22,8 @@ from builder.specs.compat import (
     load_compat,
     load_platforms,
     paired_torchvision,
+    parse_version,
     release_line,
-    version_tuple,
 )
 from builder.specs.cuda import CPU, CudaVersion, TargetId, cuda_json, cuda_or_cpu
 from builder.specs.fleet import lowest_capability
@@ -153,7 +153,7 @@ def _check_cuda(compat: CompatData, release: TorchRelease, route: Route, cuda: C
     with_cuda = [r.line for r in compat.releases() if cuda in r.cuda_variants(route)]
     reason = f"torch {release.line} has no CUDA {cuda} build on route {route.value}"
     if with_cuda:
-        later = [line for line in with_cuda if version_tuple(line) < version_tuple(release.line)]
+        later = [line for line in with_cuda if parse_version(line) < parse_version(release.line)]
         if later:
             reason += f"; the last with {cuda} is {later[-1]}"
         else:

@@ -16,9 +16,7 @@ have no uv form; `envbuild export pixi` carries them.
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -34,11 +32,6 @@ from builder.specs.compat import load_platforms
 from builder.specs.gpus import parse_capability
 from builder.specs.model import EnvSpec, Route
 from builder.specs.target import Target
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 Format = Literal["pixi", "uv"]
 # pixi 0.71 reads rich platforms with `cuda = { driver, arch }`
@@ -260,50 +253,43 @@ def render_uv(spec: EnvSpec, spec_file: str, targets: list[Target]) -> tuple[str
 # TOML
 
 
-BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
 def _toml_text(header: list[str], document: list[tuple[str, Any]]) -> str:
-    """The document as TOML (tables in order; a name in brackets is an array of tables), checked to read
-    back as the same data."""
-    lines = [f"# {line}" for line in header]
+    """The document as TOML, by tomlkit: tables in order (a dotted name nests, a name in brackets is an
+    array of tables, `[[tool.uv.index]]`), a mapping inside a table inline, `platforms` one per line."""
+    import tomlkit
+
+    doc = tomlkit.document()
+    for line in header:
+        doc.add(tomlkit.comment(line))
     for name, table in document:
-        lines += ["", f"[{name}]"]  # `[tool.uv.index]` as a name: an array of tables, `[[tool.uv.index]]`
-        lines += [f"{_key(key)} = {_value(value, nested=key == 'platforms')}" for key, value in table.items()]
-    text = "\n".join(lines) + "\n"
-    if tomllib.loads(text) != _expected(document):
-        raise RuntimeError("the TOML writer did not reproduce the data")  # a bug, not an input
-    return text
-
-
-def _key(key: str) -> str:
-    return key if BARE_KEY.fullmatch(key) else json.dumps(key)
-
-
-def _value(value: Any, nested: bool = False) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
-    if isinstance(value, list) and nested and value:
-        return "[\n" + "".join(f"  {_value(item)},\n" for item in value) + "]"
-    if isinstance(value, list):
-        return "[" + ", ".join(_value(item) for item in value) + "]"
-    raise RuntimeError(f"no TOML form for {value!r}")
-
-
-def _expected(document: list[tuple[str, Any]]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for name, table in document:
-        array = name.startswith("[")
-        parts = name.strip("[]").split(".")
-        node = data
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        if array:
-            node.setdefault(parts[-1], []).append(table)
+        *parents, last = name.strip("[]").split(".")
+        node: Any = doc
+        for part in parents:
+            if part not in node:
+                node.add(part, tomlkit.table(is_super_table=True))
+            node = node[part]
+        body = tomlkit.table()
+        for key, value in table.items():
+            body.add(key, _toml_item(value, one_per_line=key == "platforms"))
+        if name.startswith("["):
+            if last not in node:
+                node.add(last, tomlkit.aot())
+            node[last].append(body)
         else:
-            node.setdefault(parts[-1], {}).update(table)
-    return data
+            node.add(last, body)
+    return tomlkit.dumps(doc)
+
+
+def _toml_item(value: Any, one_per_line: bool = False) -> Any:
+    """A value inside a table: mappings inline (`{ version = "==2.7.1", build = "cuda126*" }`), lists as arrays."""
+    import tomlkit
+
+    if isinstance(value, dict):
+        inline = tomlkit.inline_table()
+        inline.update({key: _toml_item(item) for key, item in value.items()})
+        return inline
+    if isinstance(value, list):
+        array = tomlkit.array()
+        array.extend(_toml_item(item) for item in value)
+        return array.multiline(one_per_line and bool(value))
+    return value

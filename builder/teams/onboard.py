@@ -59,8 +59,6 @@ DEFAULT_ENVS_DIR = Path("~/.envbuild/envs")
 MARKER = Path("conda-meta") / "envbuild-env"
 MAX_MARKER_BYTES = 64 * 1024  # a few hundred bytes of JSON
 OWN_INSTALLER = "envbuild"
-# Where `jupyter kernelspec list` looks for user kernels when jupyter_core is not at hand (Linux).
-DEFAULT_JUPYTER_DATA_DIR = Path("~/.local/share/jupyter")
 KERNEL_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 INSTALL_TIMEOUT_S = 3600.0
 SMOKE_TIMEOUT_S = 900.0
@@ -403,7 +401,12 @@ def kernels_dir(explicit: Path | None = None) -> Path:
     try:
         from jupyter_core.paths import jupyter_data_dir
     except ImportError:
-        data_dir = Path(os.environ.get("JUPYTER_DATA_DIR") or DEFAULT_JUPYTER_DATA_DIR).expanduser()
+        # jupyter_core's own rule with platformdirs (JUPYTER_PLATFORM_DIRS, its coming default); on Linux
+        # also its present one: $XDG_DATA_HOME/jupyter, else ~/.local/share/jupyter.
+        from platformdirs import user_data_path
+
+        explicit_dir = os.environ.get("JUPYTER_DATA_DIR")
+        data_dir = Path(explicit_dir).expanduser() if explicit_dir else user_data_path("jupyter", appauthor=False)
     else:
         data_dir = Path(jupyter_data_dir())
     return data_dir / "kernels"

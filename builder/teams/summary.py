@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from builder.errors import EnvbuildError
-from builder.reports import human_size
+from builder.reports import human_size, json_reports
 from builder.safe_io.reading import input_problem, read_bounded
 from builder.safe_io.text import escape_unsafe
 
@@ -34,6 +34,20 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "kind": self.kind, "rows": self.rows, "problem": self.problem}
+
+
+SUMMARISED: dict[str, Kind] = {"lock": "lock", "image": "image", "matrix": "matrix", "smoke": "smoke"}
+
+
+def report_rows(document: Any) -> tuple[Kind, Any]:
+    """The kind of a --json document and its rows: a versioned one (`{"schema_version", "report", ...}`)
+    says both; a bare list or object, from an envbuild before the versioned output, is told by its keys."""
+    if isinstance(document, dict) and "schema_version" in document and "report" in document:
+        kind = SUMMARISED.get(document["report"], "unreadable")
+        items = json_reports()["reports"].get(document["report"], {}).get("items")
+        rows = document.get(items) if items else document
+        return (kind, rows) if kind == report_kind(rows) else ("unreadable", rows)
+    return report_kind(document), document
 
 
 def report_kind(rows: Any) -> Kind:
@@ -62,7 +76,7 @@ def read_report(path: Path) -> Report:
         return Report(path, "unreadable", [], f"cannot be read: {exc.message.removeprefix(f'{path}: ')}")
     except ValueError:
         return Report(path, "unreadable", [], "is empty or not JSON (the command stopped before writing it)")
-    kind = report_kind(rows)
+    kind, rows = report_rows(rows)
     if kind == "smoke":  # one row: the image's counts, with its failed checks
         rows = [rows]
     return Report(path, kind, rows if kind != "unreadable" else [],

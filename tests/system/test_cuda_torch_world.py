@@ -87,7 +87,7 @@ def test_real_cuda_torch_image_passes_the_smoke_suite_without_a_gpu(world, cuda_
     built = envbuild("image", str(cuda_env), "--cuda", "13.0", *sources, "--base-image", RUNTIME_BASE, "--builder-image",
                      BUILDER_BASE, "--network", "host", "--json", cwd=tmp_path, timeout=1500)
     assert built.returncode == 0, built.stderr[-4000:]
-    image = json.loads(built.stdout)[0]
+    image = json.loads(built.stdout)["images"][0]
     assert image["size"] > 4e9 and image["env_layer_size"] > 0.9 * image["size"]
     smoke = envbuild("smoke", image["tags"][0], "--junit", str(tmp_path / "smoke.xml"), "--json", cwd=tmp_path)
     checks = {c["name"]: c for c in json.loads(smoke.stdout)["checks"]}

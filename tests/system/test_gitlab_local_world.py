@@ -29,7 +29,7 @@ def test_lock_check_job_runs_and_says_what_to_commit(repo: Path) -> None:
     hint = "cuda12.6: no committed lock; run `envbuild lock envs/pytorch.yaml` and commit envs/pytorch/locks/cuda12.6/"
     assert hint in output
     reports = repo / ".gitlab-ci-local" / "artifacts" / "lock-check" / "reports"
-    rows = json.loads((reports / "lock-check.json").read_text())
+    rows = json.loads((reports / "lock-check.json").read_text())["locks"]
     assert {row["target"]: row["status"] for row in rows} == {key: "missing" for key in CUDA_KEYS + ["cpu"]}
     summary = (reports / "summary.md").read_text()
     assert "| cuda12.6 | ❌ missing | no committed lock; run `envbuild lock envs/pytorch.yaml`" in summary

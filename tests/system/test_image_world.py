@@ -111,7 +111,7 @@ def test_sizes_are_reported_and_the_env_layer_is_most_of_the_image(built) -> Non
 def test_unchanged_rebuild_hits_the_cache_and_keeps_the_env_layer(built, world_env) -> None:
     again = envbuild(*world_env.image_args("cpu"))
     assert again.returncode == 0, again.stderr[-3000:]
-    result = json.loads(again.stdout)[0]
+    result = json.loads(again.stdout)["images"][0]
     assert result["env_layer_digest"] == built["cpu"]["env_layer_digest"]
     install_step = again.stderr[again.stderr.index("python3 -m builder.lock.install"):]
     assert install_step.splitlines()[1].strip() == "---> Using cache", install_step[:400]
@@ -125,7 +125,7 @@ def test_env_layer_is_identical_after_a_no_cache_build(built, world_env) -> None
 def test_images_lists_what_was_built_with_its_lock(built, world_env) -> None:
     listed = envbuild("images", str(world_env.spec), "--json")
     assert listed.returncode == 0, listed.stderr
-    rows = {row["target"]: row for row in json.loads(listed.stdout)}
+    rows = {row["target"]: row for row in json.loads(listed.stdout)["images"]}
     assert set(rows) >= {"cpu", "cuda12.9"}
     assert rows["cpu"]["lock_hash"] == built["cpu"]["lock_hash"]
     assert f"{world_env.name}:2.13.0-cuda12.9" in rows["cuda12.9"]["tags"]

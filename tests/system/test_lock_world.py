@@ -97,7 +97,7 @@ def test_a_hand_edited_lockfile_is_stale_and_relocked(world, tmp_path: Path) -> 
     lockfile.write_text(made.replace("version: 2.4.6", "version: 2.4.7", 1))
     assert envbuild(*lock_args(locks, "--cuda", "cpu", "--check"), cwd=tmp_path).returncode == 1
     again = envbuild(*lock_args(locks, "--cuda", "cpu", "--json"), cwd=tmp_path)
-    assert again.returncode == 0 and json.loads(again.stdout)[0]["status"] == "locked"
+    assert again.returncode == 0 and json.loads(again.stdout)["locks"][0]["status"] == "locked"
     assert lockfile.read_text() == made
 
 
@@ -219,7 +219,7 @@ def test_two_concurrent_locks_leave_one_valid_lockfile(world, tmp_path: Path) ->
                              env=envbuild_env()) for _ in range(2)]
     outputs = [run.communicate(timeout=300) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], outputs
-    statuses = sorted(json.loads(out)[0]["status"] for out, _ in outputs)
+    statuses = sorted(json.loads(out)["locks"][0]["status"] for out, _ in outputs)
     # the second waited on the file lock, then found the first one's lock fresh
     assert statuses == ["locked", "unchanged"]
     folder = tmp_path / "locks" / "cpu"
@@ -256,7 +256,7 @@ def _check_json(spec: Path, locks: Path, *extra: str, python_prefix: tuple[str, 
                "--check", "--json", *extra]
     done = subprocess.run(command, cwd=spec.parent, capture_output=True, text=True, timeout=300, env=envbuild_env())
     assert done.stdout, done.stderr
-    return done.returncode, {r["target"]: r for r in json.loads(done.stdout)}
+    return done.returncode, {r["target"]: r for r in json.loads(done.stdout)["locks"]}
 
 
 def test_lock_stays_fresh_for_edits_the_solve_does_not_read_and_says_why_it_is_stale(world, tmp_path: Path) -> None:

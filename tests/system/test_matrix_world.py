@@ -29,7 +29,7 @@ def test_matrix_reports_every_target_and_fails_when_one_fails(built, world_env, 
     junit = tmp_path / "matrix.xml"
     done = envbuild(*matrix_args(world_env, "--cuda", "cpu", "--cuda", "12.9", "--junit", str(junit), "--json"))
     assert done.returncode == 1, done.stderr[-3000:]
-    rows = {row["target"]: row for row in json.loads(done.stdout)}
+    rows = {row["target"]: row for row in json.loads(done.stdout)["targets"]}
     cpu, cuda = rows["cpu"], rows["cuda12.9"]
     assert cpu["lock"] == "fresh" and cpu["summary"]["passed"] >= 10
     assert {c["name"] for c in cpu["checks"] if c["status"] == "failed"} == PINNED_BUT_ABSENT
@@ -52,7 +52,7 @@ def test_frozen_matrix_fails_a_target_without_a_lock_at_the_lock_stage(world_env
     args[args.index(str(world_env.locks))] = str(tmp_path / "no-locks")
     done = envbuild(*args)
     assert done.returncode == 1
-    row = json.loads(done.stdout)[0]
+    row = json.loads(done.stdout)["targets"][0]
     assert row["stage"] == "lock" and row["lock"] == "missing" and row["image"] == ""
     assert "the lock is missing" in row["error"]
 

@@ -36,12 +36,12 @@ def test_docker_build_of_the_rendered_folder_works(docker_world, tmp_path: Path)
     world = ["--channel", WORLD_CHANNEL, "--locks", str(tmp_path / "locks")]
     before = envbuild("render", str(spec), *world, "--out", str(tmp_path / "ctx"), "--json", cwd=tmp_path)
     assert before.returncode == 0, before.stderr
-    unlocked = json.loads(before.stdout)[0]
+    unlocked = json.loads(before.stdout)["contexts"][0]
     assert unlocked["buildable"] is False and "the lock is missing: run `envbuild lock`" in unlocked["note"]
     assert envbuild("lock", str(spec), *world, cwd=tmp_path).returncode == 0
     done = envbuild("render", str(spec), *world, "--out", str(tmp_path / "ctx"), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)[0]["buildable"] is True
+    assert json.loads(done.stdout)["contexts"][0]["buildable"] is True
     context = tmp_path / "ctx"
     installer = "envbuild/layers/installer/opt/envbuild/installer"
     for part in ("Dockerfile", ".dockerignore", "envbuild/plan.json", f"{installer}/builder/lock/install.py",

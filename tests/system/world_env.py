@@ -30,4 +30,4 @@ class WorldEnv:
     def build(self, *targets: str, extra: tuple[str, ...] = ()) -> list[dict]:
         done = envbuild(*self.image_args(*targets), *extra)
         assert done.returncode == 0, done.stderr[-4000:]
-        return json.loads(done.stdout)
+        return json.loads(done.stdout)["images"]

@@ -314,7 +314,7 @@ def test_targets_json_carries_fleet_warnings(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, 'targets:\n  - {cuda: "12.6"}\n  - {cuda: "13.0"}\nfleet: [V100]\n')
     done = _envbuild("targets", str(spec), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    rows = {row["target"]: row["fleet_warnings"] for row in json.loads(done.stdout)}
+    rows = {row["target"]: row["fleet_warnings"] for row in json.loads(done.stdout)["targets"]}
     assert rows["cuda12.6"] == []
     assert len(rows["cuda13.0"]) == 1 and "fleet GPU V100: sm_70 not in" in rows["cuda13.0"][0]
 

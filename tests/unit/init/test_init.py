@@ -269,7 +269,7 @@ def test_cli_prints_the_table_and_the_lint_findings(tmp_path: Path, monkeypatch)
     assert outcome.exit_code == 0, outcome.output
     assert "wrote envs/research-env.yaml: torch 2.5.1, route conda-forge, targets cuda12.6" in outcome.output
     assert "5 line(s) could not be mapped" in outcome.output
-    assert "warning: lint.images.unpinned" in outcome.output
+    assert "info: lint.images.unpinned" in outcome.output
     again = runner.invoke(cli, ["init", "--from", str(FIXTURES / "with-unmapped.yml")])
     assert again.exit_code == 2 and "exists; pass --force" in again.output
 

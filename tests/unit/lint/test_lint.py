@@ -81,11 +81,26 @@ def test_cudatoolkit_warns() -> None:
     assert "lint.cuda.cudatoolkit-era" in env_rules({"dependencies": ["pytorch=2.1", "cudatoolkit-dev=11.8"]})
 
 
-def test_unpinned_base_images_warn() -> None:
+def test_unpinned_base_images_are_info_until_the_env_is_locked_then_warn(tmp_path: Path) -> None:
     data = dict(BASE)
     data.pop("images")
+    spec_file = tmp_path / "envs" / "team.yaml"
+    spec_file.parent.mkdir()
+    spec_file.write_text(yaml.safe_dump({**data, "name": "team"}))
+    unpinned = [("images.runtime", "ubuntu:24.04"), ("images.builder", "python:3.12-slim-bookworm")]
+
+    def seen() -> list[tuple[str, str | None, str]]:
+        return [(f.severity.value, f.location.field, f.message.split(" ", 1)[0]) for f in lint_path(spec_file)
+                if f.rule == "lint.images.unpinned"]
+
+    assert seen() == [("info", field, image) for field, image in unpinned]
+    assert "once the env is locked" in lint_path(spec_file)[0].message
+    lock = spec_file.parent / "team" / "locks" / "cpu" / "conda-lock.yml"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("version: 1\n")  # lint looks only for the file: a lock committed beside the spec
+    assert seen() == [("warning", field, image) for field, image in unpinned]
     assert [(f.severity.value, f.location.field) for f in lint_spec(parse_spec(data))] == [
-        ("warning", "images.runtime"), ("warning", "images.builder")]
+        ("info", "images.runtime"), ("info", "images.builder")]  # a spec from no file has no lock folder
 
 
 def test_nvidia_above_conda_forge_warns_for_conda_forge_torch_only() -> None:
@@ -193,12 +208,12 @@ def test_lint_cli_json_and_rules_listing(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["lint", str(source), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert report["path"] == str(source)
+    assert report["schema_version"] == 1 and report["report"] == "lint" and report["path"] == str(source)
     assert {"lint.cuda.cudatoolkit-era", "lint.python.end-of-life"} <= {f["rule"] for f in report["findings"]}
     assert all(f["fix"] and f["severity"] in ("error", "warning", "info") for f in report["findings"])
     listing = CliRunner().invoke(cli, ["lint", "--rules", "--json"])
     assert listing.exit_code == 0
-    assert [r["rule"] for r in json.loads(listing.output)] == LINT.ids()
+    assert [r["rule"] for r in json.loads(listing.output)["rules"]] == LINT.ids()
     only = CliRunner().invoke(cli, ["lint", str(source), "--rule", "lint.python.end-of-life"])
     assert only.exit_code == 0 and "lint.python.end-of-life" in only.output and "cudatoolkit" not in only.output
     bad = CliRunner().invoke(cli, ["lint", str(source), "--rule", "lint.nope"])
@@ -219,3 +234,15 @@ def test_dockerfile_base_images_without_a_digest_warn_once_each() -> None:
             "FROM python:3.12-slim@sha256:" + "c" * 64 + "\nRUN pip install torch==2.5.1\n")
     found = [f for f in lint_reading(read_dockerfile_text(text, "Dockerfile")) if f.rule == "lint.images.unpinned"]
     assert [f.evidence for f in found] == ["FROM nvidia/cuda:12.4.1-devel-ubuntu22.04"]
+
+
+def test_our_own_defaults_pass_our_own_lint(tmp_path: Path, monkeypatch) -> None:
+    """The shipped spec and the starter `envbuild init` writes: nothing above info (both are unlocked)."""
+    from builder.init.importer import init_spec
+
+    shipped = lint_path(paths.REPO / "envs" / "pytorch.yaml")
+    monkeypatch.chdir(tmp_path)
+    starter = lint_path(init_spec(name="team").path)
+    for found in (shipped, starter):
+        assert [f.rule for f in found if f.severity is not Severity.INFO] == []
+        assert "lint.images.unpinned" in {f.rule for f in found}  # said, as info

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from builder.specs.compat import load_compat, release_line, version_tuple
+from builder.specs.compat import load_compat, parse_version, release_line
 from builder.specs.cuda import CudaVersion
 from builder.specs.model import Route
 
@@ -23,7 +23,7 @@ def test_release_row(release) -> None:
     assert release.torchvision == f"0.{minor + 15}", "torchvision pairs as 0.(minor+15)"
     if release.torchvision_latest:
         assert release_line(release.torchvision_latest) == release.torchvision
-    assert version_tuple(release.python.min) <= version_tuple(release.python.max)
+    assert parse_version(release.python.min) <= parse_version(release.python.max)
     for route in Route:
         for cuda in release.cuda_variants(route):
             assert cuda in DATA.cuda, f"CUDA {cuda} has no toolkit row"
@@ -53,7 +53,7 @@ def test_toolkit_row(cuda: CudaVersion) -> None:
     assert toolkit.pip_tag == "cu" + cuda.digits
     assert toolkit.nvidia_cuda_image.startswith(f"nvidia/cuda:{cuda}.")
     minimum = DATA.min_driver(cuda)
-    assert version_tuple(minimum) <= version_tuple(toolkit.full_compat_driver)
+    assert parse_version(minimum) <= parse_version(toolkit.full_compat_driver)
 
 
 @pytest.mark.parametrize(("major", "driver"), [("11", "450.80.02"), ("12", "525.60.13"), ("13", "580")])
@@ -94,3 +94,15 @@ def test_every_build_has_an_arch_list_with_a_source(release) -> None:
 def test_route_arch_lists_differ(line, route, cuda, present, absent) -> None:
     archs = set(DATA.torch[line].archs_for(route, CudaVersion.parse(cuda)))
     assert present <= archs and not absent & archs
+
+
+def test_versions_are_read_as_packaging_reads_them() -> None:
+    from packaging.version import InvalidVersion, Version
+
+    assert parse_version("2.7.1+cu118") == Version("2.7.1") < parse_version("2.10.0")
+    assert parse_version("12.6") == parse_version("12.6.0")  # a tuple of numbers would put 12.6 below 12.6.0
+    assert parse_version("535.104.05").release == (535, 104, 5)
+    assert parse_version("20.10.21-ce") == Version("20.10.21")  # not PEP 440: its first dotted numbers
+    assert parse_version("cuda12.1").release == (12, 1)
+    with pytest.raises(InvalidVersion):
+        parse_version("unknown")

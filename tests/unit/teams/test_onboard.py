@@ -5,6 +5,7 @@ tests/system/test_onboard_world.py."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -193,7 +194,11 @@ def test_kernels_folder_follows_jupyter_data_dir(tmp_path: Path, monkeypatch: py
         monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
         assert kernels_dir() == tmp_path / "data" / "kernels"
         monkeypatch.delenv("JUPYTER_DATA_DIR")
-        assert kernels_dir() == Path.home() / ".local" / "share" / "jupyter" / "kernels"
+        monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+        if sys.platform.startswith("linux"):
+            assert kernels_dir() == Path.home() / ".local" / "share" / "jupyter" / "kernels"
+            monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # as jupyter_core reads it on Linux
+            assert kernels_dir() == tmp_path / "xdg" / "jupyter" / "kernels"
     else:
         from jupyter_core.paths import jupyter_data_dir
 

@@ -14,7 +14,7 @@ import pytest
 from builder.image.build import ImageResult
 from builder.image.pipeline import LockPolicy
 from builder.lock.targets import LockResult
-from builder.reports import write_junit
+from builder.reports import json_document, write_junit
 from builder.specs.cuda import TargetId
 from builder.specs.model import load_spec
 from builder.specs.target import resolve_targets
@@ -46,7 +46,7 @@ def write(path: Path, rows: list[dict] | dict) -> Path:
 def test_lock_check_without_committed_locks_says_what_to_run_and_commit(repo: Path) -> None:
     done = envbuild("lock", "envs/pytorch.yaml", "--check", "--cuda", "12.6", "--json", cwd=repo)
     assert done.returncode == 1
-    [row] = json.loads(done.stdout)  # stdout stays JSON; the hint is on stderr for the CI log
+    [row] = json.loads(done.stdout)["locks"]  # stdout stays JSON; the hint is on stderr for the CI log
     hint = "run `envbuild lock envs/pytorch.yaml` and commit envs/pytorch/locks/cuda12.6/"
     assert (row["status"], row["message"], row["hint"]) == ("missing", "no committed lock", hint)
     assert done.stderr.strip() == f"Error: cuda12.6: the lock is missing (no committed lock); {hint}"
@@ -77,20 +77,21 @@ def test_matrix_junit_stage_carries_the_measured_time(repo: Path, tmp_path: Path
 
 
 def test_summary_tables_of_every_report_kind(tmp_path: Path) -> None:
-    lock = write(tmp_path / "reports" / "lock-check.json", [
+    lock = write(tmp_path / "reports" / "lock-check.json", json_document("lock", [
         LockResult("cuda12.6", "fresh", Path("l"), input_hash="h").as_dict(),
         LockResult("cpu", "missing", Path("l"), input_hash="h", message="no committed lock",
                    hint="run `envbuild lock`").as_dict(),
-    ])
-    image = write(tmp_path / "reports" / "image-cpu.json", [
+    ]))
+    image = write(tmp_path / "reports" / "image-cpu.json", json_document("image", [
         ImageResult("cpu", "sha256:1", ["team/pytorch:2.7.1-cpu"], 1_400_000_000, None, None, None, 120.0, "h",
-                    ["registry.example.org/team/pytorch:2.7.1-cpu"]).as_dict()])
+                    ["registry.example.org/team/pytorch:2.7.1-cpu"]).as_dict()]))
     ok = MatrixRow("cpu", "2.7.1", "cpu", lock="fresh", stage="done", image="team/pytorch:2.7.1-cpu",
                    image_size=1_400_000_000, summary={"passed": 12, "failed": 0, "skipped": 3}, seconds=95.0)
     bad = MatrixRow("cuda12.6", "2.7.1", "12.6", lock="fresh", stage="done", summary={"passed": 10, "failed": 1},
                     checks=[{"name": "amp.cuda_fp16", "status": "failed", "reason": "loss went up | then NaN\nstop"}])
     broke = MatrixRow("cuda11.8", "2.7.1", "11.8", lock="missing", stage="lock", error="the lock is missing")
-    matrix = write(tmp_path / "reports" / "smoke-gpu.json", [ok.as_dict(), bad.as_dict(), broke.as_dict()])
+    matrix = write(tmp_path / "reports" / "smoke-gpu.json",
+                   json_document("matrix", [ok.as_dict(), bad.as_dict(), broke.as_dict()]))
     empty = tmp_path / "reports" / "smoke-cpu.json"
     empty.write_text("")
     reports = [read_report(path) for path in (lock, image, matrix, empty)]
@@ -113,7 +114,8 @@ def test_summary_of_a_smoke_report(tmp_path: Path) -> None:
     report = SmokeReport([CheckResult("cuda.visible", "passed", "1 device visible", 0.1),
                           CheckResult("amp.cuda_fp16", "failed", "loss went up | then NaN", 2.0),
                           CheckResult("ddp.two_ranks", "skipped", "needs 2 GPUs", 0.0)])
-    path = write(tmp_path / "reports" / "smoke-gpu-cuda12.6.json", {**report.to_dict(), "notes": [], "seconds": 7.5})
+    path = write(tmp_path / "reports" / "smoke-gpu-cuda12.6.json",
+                 json_document("smoke", {**report.to_dict(), "notes": [], "seconds": 7.5}))
     read = read_report(path)
     assert read.kind == "smoke"
     text = markdown_summary([read])
@@ -121,15 +123,27 @@ def test_summary_of_a_smoke_report(tmp_path: Path) -> None:
     assert "| 1 | 1 | 1 | 7.5 | ❌ failed |" in text
     assert "- amp.cuda_fp16: loss went up \\| then NaN" in text
     assert read_report(write(tmp_path / "other.json", {"checks": []})).kind == "unreadable"
+    # Another command's report, or one whose rows do not match the name it gives, is not summarised.
+    assert read_report(write(tmp_path / "doctor.json", json_document("doctor", {"host": {}}))).kind == "unreadable"
+    assert read_report(write(tmp_path / "fake.json", json_document("lock", [{"checks": []}]))).kind == "unreadable"
 
 
 def test_summary_command(tmp_path: Path) -> None:
+    # A bare list, as an envbuild before the versioned --json wrote it: still read.
     report = write(tmp_path / "lock-check.json", [LockResult("cpu", "fresh", Path("l"), input_hash="h").as_dict()])
     done = envbuild("summary", str(report), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"### envbuild lock check: `{report}`\n\n| target | lock | what to do |")
     as_json = json.loads(envbuild("summary", str(report), "--json", cwd=tmp_path).stdout)
-    assert as_json[0]["kind"] == "lock" and as_json[0]["rows"][0]["status"] == "fresh"
+    assert as_json["schema_version"] == 1 and as_json["report"] == "summary"
+    assert as_json["reports"][0]["kind"] == "lock" and as_json["reports"][0]["rows"][0]["status"] == "fresh"
+
+
+def test_summary_reads_a_report_that_envbuild_lock_wrote(repo: Path) -> None:
+    """The versioned document `lock --check --json` prints is what summary reads (as CI passes it on)."""
+    done = envbuild("lock", "envs/pytorch.yaml", "--check", "--cuda", "12.6", "--json", cwd=repo)
+    read = read_report(write(repo / "reports" / "lock-check.json", json.loads(done.stdout)))
+    assert read.kind == "lock" and [row["status"] for row in read.rows] == ["missing"]
 
 
 def test_a_report_from_a_pull_request_cannot_put_html_or_an_image_into_the_summary(tmp_path: Path) -> None:
