@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from builder.specs.compat import CompatData, version_tuple
 from builder.specs.cuda import CudaVersion
-from smoke.compat import arch_coverage
+from smoke.gpu_compat import arch_coverage
 
 
 @dataclass(frozen=True)
