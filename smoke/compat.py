@@ -1,6 +1,7 @@
 """Pure compatibility logic behind the environment checks: versions, driver vs runtime, arch lists.
 
-No torch here: the checks feed in what torch and the driver report, and tests feed in tables.
+No torch here: the checks feed in what torch and the driver report, and tests feed in tables. What envbuild
+doctor judges by too (arch coverage, NVML's CUDA encoding, nvidia-smi's failures) is smoke/gpu_compat.py's.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from smoke.gpu_compat import arch_coverage
 
 # Written by envbuild into every copy of the suite it ships (image build context, `smoke --local`)
 # from its compatibility data; a bare source checkout has none, and the checks that need it say so.
@@ -108,80 +111,6 @@ def driver_verdict(driver_cuda: tuple[int, int], runtime_cuda: tuple[int, int]) 
             "minor-version compatibility (no PTX JIT, newer CUDA features may fail); update the driver",
         )
     return Verdict(OK, f"driver supports CUDA {d_text} >= torch's CUDA {r_text}")
-
-
-def driver_cuda_from_nvml(encoded: int) -> tuple[int, int]:
-    """nvmlSystemGetCudaDriverVersion() returns 1000*major + 10*minor (12020 -> 12.2)."""
-    return encoded // 1000, (encoded % 1000) // 10
-
-
-@dataclass(frozen=True)
-class ArchEntry:
-    """One entry of torch.cuda.get_arch_list(): 'sm_86' (machine code) or 'compute_90' (PTX)."""
-
-    kind: str  # "sm" or "compute"
-    major: int
-    minor: int
-    suffix: str  # "", "a" (arch-specific) or "f" (family)
-
-    @classmethod
-    def parse(cls, entry: str) -> ArchEntry:
-        match = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", entry.strip())
-        if match is None:
-            raise ValueError(f"{entry!r} is not an arch entry like sm_86 or compute_90")
-        return cls(match.group(1), int(match.group(2)), int(match.group(3)), match.group(4))
-
-    def runs_on(self, capability: tuple[int, int]) -> bool:
-        major, minor = capability
-        if self.suffix == "a":  # sm_90a / compute_90a: that exact GPU generation only
-            return (major, minor) == (self.major, self.minor)
-        if self.kind == "compute":  # PTX is JIT-compiled for any newer GPU
-            return (major, minor) >= (self.major, self.minor)
-        # Machine code runs on the same major with an equal or higher minor (sm_86 runs on 8.9).
-        return major == self.major and minor >= self.minor
-
-
-@dataclass(frozen=True)
-class Coverage:
-    covered: bool
-    how: str  # "exact", "binary-compatible", "ptx-jit" or "none"
-    entry: str | None
-    message: str
-
-
-def arch_coverage(arch_list: list[str], capability: tuple[int, int]) -> Coverage:
-    """Does a torch built for `arch_list` carry kernels for a GPU of `capability`?
-
-    Prefers an exact sm_XY, then a same-major machine-code entry, then PTX (JIT on first use).
-    """
-    cap_text = f"{capability[0]}.{capability[1]}"
-    entries = []
-    for text in arch_list:
-        try:
-            entries.append((text, ArchEntry.parse(text)))
-        except ValueError:
-            continue  # not a CUDA arch (e.g. a ROCm gfx target): covers nothing here
-    exact = [t for t, e in entries if e.kind == "sm" and (e.major, e.minor) == capability]
-    if exact:
-        return Coverage(True, "exact", exact[0], f"capability {cap_text} has {exact[0]} kernels")
-    binary = [t for t, e in entries if e.kind == "sm" and e.runs_on(capability)]
-    if binary:
-        best = binary[-1]
-        return Coverage(True, "binary-compatible", best, f"capability {cap_text} runs {best} kernels")
-    ptx = [t for t, e in entries if e.kind == "compute" and e.runs_on(capability)]
-    if ptx:
-        best = ptx[-1]
-        return Coverage(
-            True, "ptx-jit", best, f"capability {cap_text} only via {best} PTX, JIT-compiled on first use (slow start)"
-        )
-    listed = " ".join(arch_list) or "nothing"
-    return Coverage(
-        False,
-        "none",
-        None,
-        f"capability {cap_text} is not covered by this torch's arch list ({listed}): kernels fail with "
-        "'no kernel image is available for execution on the device'",
-    )
 
 
 def load_compat_data(path: Path = COMPAT_FILE) -> dict[str, Any] | None:

@@ -13,11 +13,10 @@ import subprocess
 import time
 from dataclasses import dataclass, field, replace
 
-from smoke.compat import driver_cuda_from_nvml
+from smoke.gpu_compat import driver_cuda_from_nvml, failure_meaning
 from smoke.nvml import nvml_session
 from smoke.nvsmi import (
     APPS_QUERY_FIELDS,
-    FAILURE_MEANING,
     GPU_QUERY_FIELDS,
     SmiGpu,
     SmiProcess,
@@ -52,7 +51,7 @@ class DriverReading:
     smi_gpus: list[SmiGpu] = field(default_factory=list)
     smi_processes: list[SmiProcess] = field(default_factory=list)
     smi_version: str | None = None  # nvidia-smi's own version: on WSL2 not the driver's
-    smi_failure: str | None = None  # smoke.nvsmi.FAILURES key when nvidia-smi said why it could not answer
+    smi_failure: str | None = None  # a gpu_compat.json failure key when nvidia-smi said why it could not answer
     smi_signs: tuple[str, ...] = ()  # smoke.nvsmi.host_signs of what nvidia-smi printed: the host it runs on
     smi_mig_devices: int = 0  # MIG instances nvidia-smi's table listed
     smi_ran: bool = False  # an nvidia-smi ran and printed something (even nothing doctor can read)
@@ -147,7 +146,7 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
 
 def _failed(returncode: int, text: str, parsed: SmiReading, notes: list[str]) -> DriverReading | None:
     """nvidia-smi said why it could not answer (a reading with that cause), or failed without saying (None)."""
-    why = FAILURE_MEANING.get(parsed.failure or "", "")
+    why = failure_meaning(parsed.failure)
     notes.append(f"nvidia-smi: exit {returncode}: {' '.join(text.split())[:200]}" + (f" ({why})" if why else ""))
     if not parsed.failure:
         return None

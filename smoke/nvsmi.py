@@ -19,6 +19,8 @@ import csv
 import re
 from dataclasses import dataclass, field
 
+from smoke.gpu_compat import driver_failures
+
 # Both labels in one pattern each: old headers say "CUDA Version", new ones "CUDA UMD Version".
 _CUDA_VERSION = re.compile(r"CUDA(?: UMD)? Version\s*:\s*(\d+)\.(\d+)")
 _DRIVER_VERSION = re.compile(r"(?:KMD|Driver) Version\s*:\s*(\d+(?:\.\d+)*)")
@@ -48,43 +50,6 @@ _MIG_MODE_CELL = re.compile(r"\|\s*(Enabled|Disabled|N/A)\s*\|\s*$")
 _Q_FB_TOTAL = re.compile(r"^\s+Total\s*:\s*(\d+)\s*MiB")
 _Q_FB_USED = re.compile(r"^\s+Used\s*:\s*(\d+)\s*MiB")
 
-# What nvidia-smi prints instead of a table when it cannot read the GPUs, by the failure it means.
-FAILURES = {
-    "no-driver": re.compile(r"couldn't communicate with the NVIDIA driver|Driver Not Loaded|"
-                            r"NVIDIA driver is not loaded", re.I),
-    "driver-library-mismatch": re.compile(r"Driver/library version mismatch", re.I),
-    # The NVIDIA kernel module and the user-space library (or nvidia-smi) come from different driver releases:
-    # the kernel log's "API mismatch", NVML's RM version line.
-    "module-library-mismatch": re.compile(r"API mismatch: the client has the version|NVRM: API mismatch|"
-                                          r"kernel module version .{0,40} does not match", re.I),
-    # The driver's user-space library is absent where NVML is loaded: inside a container started without the
-    # NVIDIA runtime (--gpus, CDI), it is never mounted in.
-    "nvml-library-missing": re.compile(r"could not load NVML library|couldn't find libnvidia-ml\.so|"
-                                       r"libnvidia-ml\.so(?:\.1)?: cannot open shared object file|"
-                                       r"NVML Shared Library Not Found|NVMLError_LibraryNotFound", re.I),
-    # NVSwitch systems (HGX/DGX): CUDA waits for the fabric; nvidia-fabricmanager is not running or failed.
-    "fabric-manager": re.compile(r"system not yet initialized|cudaErrorSystemNotReady|Fabric ?Manager|"
-                                 r"CUDA_ERROR_SYSTEM_NOT_READY", re.I),
-    "insufficient-permissions": re.compile(r"Failed to initialize NVML: Insufficient Permissions", re.I),
-    "no-devices": re.compile(r"^\s*No devices were found\s*$", re.I | re.M),
-    "gpu-lost": re.compile(r"Unable to determine the device handle for GPU|GPU is lost", re.I),
-    "nvml-unknown-error": re.compile(r"Failed to initialize NVML: Unknown Error", re.I),
-    "nvml-failed": re.compile(r"Failed to initialize NVML", re.I),
-}
-FAILURE_MEANING = {
-    "no-driver": "no NVIDIA driver is loaded (or, in WSL2/containers, none is passed through)",
-    "driver-library-mismatch": "the loaded kernel module and the driver's libraries are different versions "
-                               "(typically a driver upgrade without a reboot)",
-    "module-library-mismatch": "the NVIDIA kernel module is another release than the user-space driver",
-    "nvml-library-missing": "the driver's NVML library is not here (a container started without the NVIDIA runtime)",
-    "fabric-manager": "the NVSwitch fabric is not up (nvidia-fabricmanager not running or a version other than "
-                      "the driver's)",
-    "insufficient-permissions": "this user (or container) may not open the GPU device nodes",
-    "no-devices": "the driver is loaded but initialised no GPU",
-    "gpu-lost": "a GPU stopped answering the driver (fallen off the bus, Xid 79)",
-    "nvml-unknown-error": "NVML failed with Unknown Error (in a container: its GPU device access was lost)",
-    "nvml-failed": "NVML did not start",
-}
 # What nvidia-smi's own output says of the host it runs on (doctor's host kind weighs them with the OS's word).
 _DRIVER_MODEL_CELL = re.compile(r"\b(?:TCC/WDDM|Driver-Model)\b")
 _Q_DRIVER_MODEL = re.compile(r"^\s+Driver Model\s*\n\s+Current\s*:\s*(\S+)", re.M)
@@ -139,7 +104,7 @@ class SmiReading:
     gpus: list[SmiGpu] = field(default_factory=list)
     processes: list[SmiProcess] = field(default_factory=list)
     smi_version: str | None = None  # the tool's own version; differs from the driver's on WSL2
-    failure: str | None = None  # a FAILURES key when nvidia-smi printed why it could not read the GPUs
+    failure: str | None = None  # a gpu_compat.json failure key when nvidia-smi printed why it could not read the GPUs
     mig_devices: int = 0
     signs: tuple[str, ...] = ()  # host_signs(): what the output says of the host it runs on
 
@@ -156,11 +121,9 @@ def decode_output(raw: bytes | str) -> str:
 
 
 def smi_failure(text: str) -> str | None:
-    """The FAILURES key for what nvidia-smi printed instead of GPUs, or None when it printed no such line."""
-    for key, pattern in FAILURES.items():
-        if pattern.search(text):
-            return key
-    return None
+    """The gpu_compat.json failure key for what nvidia-smi printed instead of GPUs, or None when it printed no
+    such line."""
+    return next((failure.key for failure in driver_failures() if failure.pattern.search(text)), None)
 
 
 def parse_nvidia_smi(text: str | bytes) -> SmiReading:

@@ -10,7 +10,7 @@ from builder.explain.machine import driver_runs, gpus_covered
 from builder.specs.compat import CompatData, parse_version
 from builder.specs.cuda import CudaVersion
 from builder.specs.target import Target
-from smoke.compat import arch_coverage
+from smoke.gpu_compat import arch_coverage
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from builder.findings import Severity
 from builder.specs.compat import parse_version
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import sm_name
-from smoke.compat import arch_coverage, driver_cuda_from_nvml
+from smoke.gpu_compat import arch_coverage, driver_cuda_from_nvml
 
 
 def next_step_from_facts(context: ExplainContext) -> str:

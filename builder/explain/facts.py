@@ -17,7 +17,7 @@ from builder.explain.log_text import LogText
 from builder.specs.compat import parse_version
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import capability_of_model, sm_name
-from smoke.compat import driver_cuda_from_nvml
+from smoke.gpu_compat import driver_cuda_from_nvml
 
 # Lines one fact pattern looks at: facts sit in a log's first lines or its pasted reports.
 MAX_FACT_WINDOWS = 2_000

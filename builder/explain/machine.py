@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from builder.specs.compat import CompatData, parse_version
 from builder.specs.cuda import CudaVersion
-from smoke.compat import arch_coverage
+from smoke.gpu_compat import arch_coverage
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ same package fields) and ignores the rest.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -18,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.errors import EnvbuildError
 from builder.safe_io.reading import read_bounded
-from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, read_yaml
+from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, decode, load_yaml
 
 
 class PackageHash(BaseModel):
@@ -83,14 +85,41 @@ class CondaLock(BaseModel):
 READABLE_VERSIONS = (1, 2)
 
 
+LOCK_FIX = "run `envbuild lock --force`"
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """A conda-lock.yml envbuild wrote, read from disk once: its identity (`sha256`) and its content (`lock`,
+    parsed when first asked for) are of the same bytes, so a check and the sha it records cannot disagree."""
+
+    path: Path
+    data: bytes
+
+    @classmethod
+    def read(cls, path: Path) -> LockFile:
+        if not path.is_file():
+            raise EnvbuildError(f"{path}: lockfile not found; run `envbuild lock` first")
+        return cls(path, read_bounded(path, MAX_LOCK_BYTES, "lockfile", EnvbuildError))
+
+    @cached_property
+    def sha256(self) -> str:
+        """The identity of a lockfile: images are labelled and tagged with it, lock info records it."""
+        return hashlib.sha256(self.data).hexdigest()
+
+    @cached_property
+    def lock(self) -> CondaLock:
+        """The content; anything unreadable is one clear line, never a traceback."""
+        fix = f"the lockfile is corrupted; {LOCK_FIX}"
+        text = decode(self.data, self.path, "lockfile", EnvbuildError, fix)
+        data = load_yaml(text, self.path, "lockfile", EnvbuildError, fix,
+                         loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader), max_nodes=MAX_EXPANDED_NODES)
+        return parse_lock(data, str(self.path), EnvbuildError, LOCK_FIX)
+
+
 def read_lock(path: Path) -> CondaLock:
     """Parse a conda-lock.yml envbuild wrote; anything unreadable is one clear line, never a traceback."""
-    if not path.is_file():
-        raise EnvbuildError(f"{path}: lockfile not found; run `envbuild lock` first")
-    data = read_yaml(path, "lockfile", EnvbuildError, "the lockfile is corrupted; run `envbuild lock --force`",
-                     limit=MAX_LOCK_BYTES, loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
-                     max_nodes=MAX_EXPANDED_NODES)
-    return parse_lock(data, str(path), EnvbuildError, "run `envbuild lock --force`")
+    return LockFile.read(path).lock
 
 
 def parse_lock(data: object, source: str, error: type[EnvbuildError], fix: str,

@@ -12,8 +12,8 @@ from builder.specs.compat import CompatData, parse_version
 from builder.specs.cuda import CudaVersion
 from builder.specs.gpus import sm_name, support_ended
 from builder.specs.target import Target
-from smoke.compat import arch_coverage
 from smoke.driver import DriverReading
+from smoke.gpu_compat import arch_coverage
 
 Capability = tuple[int, int]
 

@@ -39,8 +39,8 @@ from builder.specs.fleet import fleet_folder, recorded_gpu
 from builder.specs.gpus import capability_of, sm_name
 from builder.specs.model import EnvSpec, Route
 from builder.specs.target import Target
-from smoke.compat import arch_coverage
 from smoke.driver import DriverReading
+from smoke.gpu_compat import arch_coverage
 
 RUNNABLE = (RUNS, MINOR_COMPAT)
 # How a runnable cell runs its kernels: machine code for the GPU, or PTX compiled on first use.

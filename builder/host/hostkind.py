@@ -21,6 +21,7 @@ import yaml
 
 from builder.yamlio import data_text
 from smoke.driver import DriverReading
+from smoke.gpu_compat import failures_only_on, signs_of
 
 PROC_DRIVER_VERSION = Path("/proc/driver/nvidia/version")
 # Files a container runtime leaves in the container's root (Docker, Podman), and cgroup paths of containers.
@@ -32,11 +33,11 @@ ARM = ("aarch64", "arm64")
 ARM_BOARDS = re.compile(r"\b(?:GH200|GB200|GB300|GB10|Jetson|Thor)\b", re.I)
 _NVRM = re.compile(r"NVRM version: NVIDIA UNIX (?P<open>Open )?(?:Kernel Module )?(?:for )?(?P<arch>\w+)?"
                    r"(?: Kernel Module)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)", re.I)
-# nvidia-smi signs that only a UNIX driver shows (Linux or FreeBSD), never nvidia-smi.exe or WSL2.
-UNIX_SIGNS = ("no-driver-model", "device-minor", "unix-driver", "unix-processes", "persistence-column")
-WSL_SIGNS = ("cuda-err", "wsl-library", "smi-differs")
-# Failures only a UNIX kernel module gives (a module and user-space libraries of two releases).
-UNIX_FAILURES = ("driver-library-mismatch", "module-library-mismatch")
+# nvidia-smi signs that only a UNIX driver shows (Linux or FreeBSD), never nvidia-smi.exe or WSL2, those of WSL2,
+# and the failures only a UNIX kernel module gives: the suite's data (smoke/gpu_compat.json), read the same way there.
+UNIX_SIGNS = signs_of("unix")
+WSL_SIGNS = signs_of("wsl")
+UNIX_FAILURES = failures_only_on("unix")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from builder import __version__, envvars
 from builder.errors import EnvbuildError
-from builder.formats.conda_lock import CondaLock, lockfile_sha256, read_lock
+from builder.formats.conda_lock import CondaLock, LockFile
 from builder.lock.content_check import content_problems
 from builder.lock.failure import explain_failure, pip_hint
 from builder.lock.inputs import (
@@ -135,25 +135,26 @@ def why_stale(inputs: LockInputs, folder: Path) -> list[str]:
     if info is None:
         return [f"no readable {INFO_FILE} beside it (not written by envbuild lock)"]
     reasons = stale_reasons(info.inputs, inputs.material) if info.input_hash != inputs.input_hash else []
-    lockfile = folder / LOCK_FILE
-    if lockfile.is_file() and lockfile_sha256(lockfile) != info.lockfile_sha256:
-        reasons.append(f"{LOCK_FILE} was edited since envbuild wrote it")
-    if lockfile.is_file() and not reasons:
-        reasons += content_problems(read_lock(lockfile), inputs)
+    if (folder / LOCK_FILE).is_file():
+        lockfile = LockFile.read(folder / LOCK_FILE)
+        if lockfile.sha256 != info.lockfile_sha256:
+            reasons.append(f"{LOCK_FILE} was edited since envbuild wrote it")
+        if not reasons:
+            reasons += content_problems(lockfile.lock, inputs)
     return reasons or ["its recorded input hash differs"]
 
 
 def fresh_info(inputs: LockInputs, folder: Path) -> LockInfo | None:
     """The lock's info when the lock is fresh, else None."""
-    lockfile = folder / LOCK_FILE
     info = read_info(folder)
-    if info is None or info.input_hash != inputs.input_hash or not lockfile.is_file():
+    if info is None or info.input_hash != inputs.input_hash or not (folder / LOCK_FILE).is_file():
         return None
-    if lockfile_sha256(lockfile) != info.lockfile_sha256:
-        read_lock(lockfile)  # a corrupted lockfile is one clear error, not a silent relock
+    lockfile = LockFile.read(folder / LOCK_FILE)
+    lock = lockfile.lock  # parsed either way: a corrupted lockfile is one clear error, not a silent relock
+    if lockfile.sha256 != info.lockfile_sha256:
         return None
     # The sidecar's sha is no proof: whoever edits the lock can refresh it, so the content is checked too.
-    if content_problems(read_lock(lockfile), inputs):
+    if content_problems(lock, inputs):
         return None
     return info
 
@@ -311,8 +312,8 @@ def refuse_mixed_cuda(lock: CondaLock, target: Target) -> None:
 
 def checked_info(job: Job) -> LockInfo:
     """The info of the new lockfile, once it passed the checks (one CUDA build)."""
-    produced = job.work / LOCK_FILE
-    lock = read_lock(produced)
+    produced = LockFile.read(job.work / LOCK_FILE)  # one read: the sha recorded is of the bytes checked
+    lock = produced.lock
     target = job.inputs.target
     refuse_mixed_cuda(lock, target)
     builds, counts = summarize(lock)
@@ -321,7 +322,7 @@ def checked_info(job: Job) -> LockInfo:
         target=target.key, torch=target.torch, cuda=cuda_json(target.cuda), platforms=list(target.platforms),
         channels=list(target.channels), pip_repositories=[target.pip_index] if target.pip_index else [],
         virtual_packages=job.inputs.virtual_packages, solver=job.solver.name,
-        lockfile_sha256=lockfile_sha256(produced), torch_builds=builds, package_counts=counts,
+        lockfile_sha256=produced.sha256, torch_builds=builds, package_counts=counts,
         inputs=job.inputs.material,
     )
 

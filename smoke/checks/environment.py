@@ -18,7 +18,6 @@ from smoke.compat import (
     FAIL,
     OK,
     WARN,
-    arch_coverage,
     compare_arch_lists,
     cudnn_runtime_verdict,
     cudnn_text,
@@ -32,6 +31,7 @@ from smoke.compat import (
     what_covers,
 )
 from smoke.driver import read_driver
+from smoke.gpu_compat import arch_coverage
 from smoke.packages import InstalledPackage, conda_versions, wheel_versions
 from smoke.registry import Context, Outcome, check, failed, needs_gpus, passed, skipped, verdict
 

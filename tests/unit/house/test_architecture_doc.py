@@ -117,39 +117,38 @@ def test_package_table_follows_the_layers_contract() -> None:
     )
 
 
-def _contract_list() -> dict[str, list[str]]:
-    """The doc's list of contracts: `- **kind** ...` lines (with their continuation lines) by kind, each as
+def _contract_list() -> list[tuple[str, list[str]]]:
+    """The doc's list of contracts: each `- **kind** ...` line (with its continuation lines) as its kind and
     the backticked names it gives, in order."""
     section = _doc().split("## Packages", 1)[1].split("| package |", 1)[0]
-    items = re.findall(r"^- \*\*([a-z ]+)\*\*(.*?)(?=^- |\Z)", section, flags=re.MULTILINE | re.DOTALL)
-    stated: dict[str, list[str]] = {}
+    items = re.findall(r"^- \*\*([a-z ]+)\*\*(.*?)(?=^- |\n\n|\Z)", section, flags=re.MULTILINE | re.DOTALL)
+    stated = []
     for kind, text in items:
-        assert kind not in stated, f"docs/architecture.md lists the {kind} contract twice"
         if kind == "layers":
             assert "exhaustive" in text, "pyproject's layers contract is exhaustive; the doc's list says so"
-        stated[kind] = re.findall(r"`([^`]+)`", text)
-    return stated
+        stated.append((kind, re.findall(r"`([^`]+)`", text)))
+    return sorted(stated)
 
 
-def _pyproject_contracts() -> dict[str, list[str]]:
-    """pyproject's contracts in the doc's words: the names each contract gives, in its order."""
-    found: dict[str, list[str]] = {}
+def _pyproject_contracts() -> list[tuple[str, list[str]]]:
+    """pyproject's contracts in the doc's words: each contract's kind and the names it gives, in its order."""
+    found = []
     for contract in _contracts():
         kind = contract["type"]
         if kind == "layers":
             assert contract["containers"] == ["builder"] and contract.get("exhaustive") is True
             layers = contract["layers"]
             assert ":" in layers[-1], "the last layer is the shared modules, `a : b : ...`"
-            found["layers"] = ["builder", *layers[:-1]]
+            found.append(("layers", ["builder", *layers[:-1]]))
         elif kind == "acyclic_siblings":
-            found["acyclic siblings"] = list(contract["ancestors"])
+            found.append(("acyclic siblings", list(contract["ancestors"])))
         elif kind == "forbidden":
-            found["forbidden"] = [*contract["source_modules"], *contract["forbidden_modules"]]
+            found.append(("forbidden", [*contract["source_modules"], *contract["forbidden_modules"]]))
         elif kind == "independence":
-            found["independence"] = list(contract["modules"])
+            found.append(("independence", list(contract["modules"])))
         else:
             raise AssertionError(f"pyproject has a {kind} contract the doc's list cannot state: add it to both")
-    return found
+    return sorted(found)
 
 
 def test_the_contracts_the_doc_lists_are_pyprojects() -> None:

@@ -3,13 +3,14 @@ messages."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 import yaml
 
 from builder.errors import EnvbuildError
-from builder.formats.conda_lock import read_lock
+from builder.formats.conda_lock import LockFile, lockfile_sha256, read_lock
 from builder.image.context import make_context
 from builder.lock.install import export_platform_plan
 from builder.specs.cuda import TargetId
@@ -87,3 +88,23 @@ def test_a_lock_in_json_form_reads_like_its_yaml(tmp_path: Path) -> None:
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
     assert export_platform_plan(plan_file, "linux-64") == plan
+
+
+def test_the_sha_and_the_content_are_of_the_one_read(tmp_path: Path) -> None:
+    path = tmp_path / "conda-lock.yml"
+    path.write_text(yaml.safe_dump(_document()), encoding="utf-8")
+    first = path.read_bytes()
+    lockfile = LockFile.read(path)
+    path.write_text("not: [a lock", encoding="utf-8")  # replaced after the read: neither value moves
+    assert lockfile.sha256 == hashlib.sha256(first).hexdigest()
+    assert [p.name for p in lockfile.lock.package] == ["x", "y"]
+    assert lockfile_sha256(path) != lockfile.sha256
+
+
+def test_a_corrupted_lockfile_fails_only_when_its_content_is_asked_for(tmp_path: Path) -> None:
+    path = tmp_path / "conda-lock.yml"
+    path.write_text("not: [a lock", encoding="utf-8")
+    lockfile = LockFile.read(path)
+    assert len(lockfile.sha256) == 64  # an edited lock is told apart by its sha without parsing it
+    with pytest.raises(EnvbuildError, match=r"not valid YAML.*the lockfile is corrupted; run `envbuild lock --force`"):
+        _ = lockfile.lock

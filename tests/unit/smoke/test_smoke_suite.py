@@ -19,15 +19,14 @@ from smoke.compat import (
     OK,
     WARN,
     CudaExpectation,
-    arch_coverage,
     cudnn_text,
-    driver_cuda_from_nvml,
     driver_verdict,
     expected_torchvision,
     load_compat_data,
     target_expectations,
     version_matches_prefix,
 )
+from smoke.gpu_compat import arch_coverage, driver_cuda_from_nvml
 from smoke.nvsmi import parse_nvidia_smi
 from smoke.registry import (
     Check,
