@@ -153,4 +153,9 @@ EXAMPLES = {
     "explain.driver.nvml-error": "pynvml.NVMLError_NotSupported: Not Supported",
     "explain.distributed.child-failed": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
                                         "  exitcode  : -9 (pid: 14750)",
+    "explain.torch.cuda-init-failed": "RuntimeError: CUDA driver initialization failed, you might not have a CUDA "
+                                      "gpu.",
+    "explain.driver.nvidia-smi-missing": "bash: nvidia-smi: command not found",
+    "explain.checkpoint.missing-keys": "RuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in "
+                                       "state_dict: \"fc.weight\", \"fc.bias\".",
 }

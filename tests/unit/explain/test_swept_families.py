@@ -1,0 +1,95 @@
+"""Families swept from the modules that make the messages explain already knew (issue 31, item 3): each on a
+line written from its upstream message, checked on the facts its cause names and the fix it gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from builder.explain.report import explain_text
+
+pytestmark = pytest.mark.unit
+
+
+def answer(text: str) -> tuple[str, str, str]:
+    report = explain_text(text)
+    assert report.findings, f"nothing recognised in {text!r}"
+    finding = report.findings[0]
+    return finding.rule, str(finding.details["cause"]), finding.fix or ""
+
+
+def test_cuda_init_failure_after_a_fork_says_spawn():
+    rule, cause, fix = answer("ERROR worker: VLLM_WORKER_MULTIPROC_METHOD=fork\n"
+                              "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.")
+    assert rule == "explain.torch.cuda-init-failed"
+    assert "forked" in cause
+    assert "spawn" in fix
+
+
+def test_cuda_init_failure_alone_checks_the_driver():
+    rule, cause, fix = answer("RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.")
+    assert rule == "explain.torch.cuda-init-failed"
+    assert "cudaErrorInitializationError" in cause
+    assert "nvidia-smi" in fix and "general fix" in fix
+
+
+def test_nvidia_smi_missing_in_a_build_step_moves_it_to_run_time():
+    rule, cause, fix = answer("#7 [3/5] RUN nvidia-smi\n#7 0.21 /bin/sh: 1: nvidia-smi: not found")
+    assert rule == "explain.driver.nvidia-smi-missing"
+    assert "docker build" in cause
+    assert "run time" in fix and "install the NVIDIA driver" not in fix
+
+
+def test_nvidia_smi_missing_in_a_container_asks_for_gpus_not_a_driver():
+    rule, cause, fix = answer("root@3f2a9c1b7d4e:/workspace# nvidia-smi\nbash: nvidia-smi: command not found")
+    assert rule == "explain.driver.nvidia-smi-missing"
+    assert "container" in cause
+    assert "--gpus all" in fix and "installing a driver inside the image is not the fix" in fix
+
+
+def test_nvidia_smi_missing_with_only_compute_capability_names_utility():
+    rule, cause, fix = answer("NVIDIA_DRIVER_CAPABILITIES=compute\nbash: nvidia-smi: command not found")
+    assert "NVIDIA_DRIVER_CAPABILITIES" in cause
+    assert "utility" in fix
+
+
+def test_dataloader_worker_segfault_names_the_signal_and_native_code():
+    rule, cause, fix = answer("RuntimeError: DataLoader worker (pid 999) is killed by signal: Segmentation fault. ")
+    assert rule == "explain.dataloader.worker-exited"
+    assert "999" in cause and "Segmentation fault" in cause and "native code" in cause
+    assert "num_workers=0" in fix
+
+
+def test_dataloader_worker_killed_stays_the_oom_killer():
+    rule, cause, fix = answer("RuntimeError: DataLoader worker (pid 12345) is killed by signal: Killed. ")
+    assert "out-of-memory killer" in cause
+    assert "dmesg" in fix
+
+
+def test_missing_keys_without_a_prefix_name_the_model_and_keys():
+    rule, cause, fix = answer('RuntimeError: Error(s) in loading state_dict for ResNet:\n'
+                              '\tMissing key(s) in state_dict: "fc.weight", "fc.bias".')
+    assert rule == "explain.checkpoint.missing-keys"
+    assert "ResNet" in cause and "fc.weight" in cause
+    assert "strict=False only" in fix
+
+
+def test_compiled_models_orig_mod_prefix_is_told_as_torch_compile():
+    rule, cause, fix = answer('RuntimeError: Error(s) in loading state_dict for GPT:\n'
+                              '\tMissing key(s) in state_dict: "wte.weight".\n'
+                              '\tUnexpected key(s) in state_dict: "_orig_mod.wte.weight".')
+    assert rule == "explain.checkpoint.missing-keys"
+    assert "torch.compile" in cause
+    assert "_orig_mod" in fix
+
+
+def test_module_prefix_still_wins_over_missing_keys():
+    rule, _, _ = answer('RuntimeError: Error(s) in loading state_dict for Net:\n'
+                        '\tUnexpected key(s) in state_dict: "module.fc.weight".')
+    assert rule == "explain.checkpoint.module-prefix"
+
+
+def test_a_module_prefix_error_is_told_once():
+    report = explain_text('RuntimeError: Error(s) in loading state_dict for Net:\n'
+                          '\tMissing key(s) in state_dict: "fc.weight".\n'
+                          '\tUnexpected key(s) in state_dict: "module.fc.weight".')
+    assert [finding.rule for finding in report.findings] == ["explain.checkpoint.module-prefix"]
