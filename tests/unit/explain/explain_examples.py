@@ -158,4 +158,13 @@ EXAMPLES = {
     "explain.driver.nvidia-smi-missing": "bash: nvidia-smi: command not found",
     "explain.checkpoint.missing-keys": "RuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in "
                                        "state_dict: \"fc.weight\", \"fc.bias\".",
+    "explain.nvcc.unsupported-host-compiler": "/usr/local/cuda/include/crt/host_config.h:132:2: error: #error -- "
+                                              "unsupported GNU version! gcc versions later than 11 are not supported!",
+    "explain.build.python-headers-missing": "src/module.c:1:10: fatal error: Python.h: No such file or directory",
+    "explain.build.libcuda-link": "/usr/bin/ld: cannot find -lcuda: No such file or directory",
+    "explain.triton.missing": "RuntimeError: Cannot find a working triton installation. Either the package is not "
+                              "installed or it is too old.",
+    "explain.inductor.no-cxx-compiler": "torch._inductor.exc.InvalidCxxCompiler: No working C++ compiler found in "
+                                        "torch._inductor.config.cpp.cxx: (None, 'g++')",
+    "explain.inductor.backend-failed": "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
 }

@@ -93,3 +93,65 @@ def test_a_module_prefix_error_is_told_once():
                           '\tMissing key(s) in state_dict: "fc.weight".\n'
                           '\tUnexpected key(s) in state_dict: "module.fc.weight".')
     assert [finding.rule for finding in report.findings] == ["explain.checkpoint.module-prefix"]
+
+
+def test_unsupported_gcc_names_the_toolkits_maximum_and_the_compiler_to_use():
+    rule, cause, fix = answer("gcc (Ubuntu 13.2.0-4ubuntu3) 13.2.0\n"
+                              "/usr/local/cuda/include/crt/host_config.h:132:2: error: #error -- unsupported GNU "
+                              "version! gcc versions later than 11 are not supported!")
+    assert rule == "explain.nvcc.unsupported-host-compiler"
+    assert "gcc up to 11" in cause and "gcc 13.2.0" in cause
+    assert "g++-11" in fix and "-allow-unsupported-compiler" in fix
+
+
+def test_python_headers_missing_under_torch_compile_is_tritons_launcher():
+    rule, cause, fix = answer("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n"
+                              "/tmp/tmpq/main.c:5:10: fatal error: Python.h: No such file or directory")
+    assert rule == "explain.build.python-headers-missing"
+    assert "Triton" in cause and "Python.h" in cause
+    assert "python3.X-dev" in fix
+
+
+def test_libcuda_link_failure_for_triton_names_triton_libcuda_path():
+    rule, cause, fix = answer("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n"
+                              "/usr/bin/ld: cannot find -lcuda: No such file or directory")
+    assert rule == "explain.build.libcuda-link"
+    assert "libcuda.so.1" in cause
+    assert "TRITON_LIBCUDA_PATH" in fix
+
+
+def test_triton_missing_on_windows_says_no_windows_wheels():
+    rule, cause, fix = answer('  File "C:\\Users\\me\\venv\\Lib\\site-packages\\torch\\_inductor\\scheduler.py"\n'
+                              "torch._inductor.exc.TritonMissing: Cannot find a working triton installation.")
+    assert rule == "explain.triton.missing"
+    assert "Windows" in cause
+    assert "aot_eager" in fix and "triton-windows" in fix
+
+
+def test_triton_missing_on_linux_installs_the_pinned_triton():
+    rule, cause, fix = answer("torch._inductor.exc.TritonMissing: Cannot find a working triton installation. "
+                              "Either the package is not installed or it is too old.")
+    assert "Triton" in cause
+    assert "pip show torch" in fix
+
+
+def test_no_cxx_compiler_names_what_inductor_tried():
+    rule, cause, fix = answer("torch._inductor.exc.InvalidCxxCompiler: No working C++ compiler found in "
+                              "torch._inductor.config.cpp.cxx: (None, 'g++')")
+    assert rule == "explain.inductor.no-cxx-compiler"
+    assert "(None, 'g++')" in cause
+    assert "apt-get install g++" in fix
+
+
+def test_backend_failure_with_a_compiler_command_reads_the_compiler_error():
+    rule, cause, fix = answer("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n"
+                              "CalledProcessError: Command '['/usr/bin/gcc', '/tmp/main.c', '-lcuda']' returned "
+                              "non-zero exit status 1.")
+    assert rule == "explain.inductor.backend-failed"
+    assert "'inductor'" in cause and "host C compiler" in cause
+
+
+def test_a_backend_failure_over_a_known_inner_error_tells_the_inner_one():
+    rule, _, _ = answer("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n"
+                        "RuntimeError: Cannot find a working triton installation.")
+    assert rule == "explain.triton.missing"
