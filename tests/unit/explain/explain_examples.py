@@ -167,4 +167,10 @@ EXAMPLES = {
     "explain.inductor.no-cxx-compiler": "torch._inductor.exc.InvalidCxxCompiler: No working C++ compiler found in "
                                         "torch._inductor.config.cpp.cxx: (None, 'g++')",
     "explain.inductor.backend-failed": "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+    "explain.pip.requires-python": "ERROR: Package 'torch' requires a different Python: 3.7.9 not in '>=3.8.0'",
+    "explain.conda.clobber": "ClobberError: This transaction has incompatible packages due to a shared path.\n"
+                             "  packages: conda-forge/linux-64::cudatoolkit-11.8.0, nvidia/linux-64::cuda-cudart-11.8.89\n"
+                             "  path: 'lib/libcudart.so.11.0'",
+    "explain.conda.http-error": "CondaHTTPError: HTTP 000 CONNECTION FAILED for url "
+                                "<https://conda.example.invalid/pytorch/linux-64/current_repodata.json>",
 }

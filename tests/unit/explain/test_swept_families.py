@@ -155,3 +155,42 @@ def test_a_backend_failure_over_a_known_inner_error_tells_the_inner_one():
     rule, _, _ = answer("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n"
                         "RuntimeError: Cannot find a working triton installation.")
     assert rule == "explain.triton.missing"
+
+
+def test_requires_python_names_the_spec_and_the_interpreter():
+    rule, cause, fix = answer("ERROR: Package 'torch' requires a different Python: 3.7.9 not in '>=3.8.0'")
+    assert rule == "explain.pip.requires-python"
+    assert "'>=3.8.0'" in cause and "3.7.9" in cause
+    assert "Requires-Python" in fix
+
+
+def test_versions_ignored_for_python_name_the_first_and_what_it_needs():
+    rule, cause, fix = answer("ERROR: Ignored the following versions that require a different python version: "
+                              "0.11.0 Requires-Python >=3.12; 0.11.2 Requires-Python >=3.12\n"
+                              "ERROR: No matching distribution found for jax==0.11.2")
+    assert rule == "explain.pip.requires-python"
+    assert "jax==0.11.2" in cause and "0.11.0" in cause and ">=3.12" in cause
+
+
+def test_clobber_names_the_path_and_the_packages_and_one_channel():
+    rule, cause, fix = answer("ClobberError: This transaction has incompatible packages due to a shared path.\n"
+                              "  packages: pkgs/main/linux-64::jpeg-9e-h5eee18b_1, pytorch/linux-64::libjpeg-turbo-2.0.0\n"
+                              "  path: 'share/man/man1/rdjpgcom.1'")
+    assert rule == "explain.conda.clobber"
+    assert "'share/man/man1/rdjpgcom.1'" in cause and "libjpeg-turbo" in cause
+    assert "channel_priority" in fix
+
+
+def test_conda_http_000_is_the_connection_not_the_channel():
+    rule, cause, fix = answer("CondaHTTPError: HTTP 000 CONNECTION FAILED for url "
+                              "<https://conda.example.invalid/pytorch/linux-64/current_repodata.json>")
+    assert rule == "explain.conda.http-error"
+    assert "HTTP 000" in cause and "proxy" in cause
+    assert "proxy_servers" in fix
+
+
+def test_conda_http_404_is_the_channel():
+    rule, cause, fix = answer("CondaHTTPError: HTTP 404 NOT FOUND for url "
+                              "<https://conda.example.invalid/no-such-channel/linux-64/repodata.json>")
+    assert "HTTP 404" in cause and "channel" in cause
+    assert "channel name" in fix
