@@ -173,4 +173,9 @@ EXAMPLES = {
                              "  path: 'lib/libcudart.so.11.0'",
     "explain.conda.http-error": "CondaHTTPError: HTTP 000 CONNECTION FAILED for url "
                                 "<https://conda.example.invalid/pytorch/linux-64/current_repodata.json>",
+    "explain.bitsandbytes.cuda-setup": "RuntimeError:\n        CUDA Setup failed despite GPU being available. Please run "
+                                       "the following command to get more information:",
+    "explain.flash-attn.unsupported": "RuntimeError: FlashAttention only supports Ampere GPUs or newer.",
+    "explain.nccl.warning": "node1:1234:1300 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.2<34567> "
+                            "failed : Connection refused",
 }

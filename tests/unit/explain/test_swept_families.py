@@ -194,3 +194,55 @@ def test_conda_http_404_is_the_channel():
                               "<https://conda.example.invalid/no-such-channel/linux-64/repodata.json>")
     assert "HTTP 404" in cause and "channel" in cause
     assert "channel name" in fix
+
+
+def test_bitsandbytes_names_the_binary_it_looked_for_and_bnb_cuda_version():
+    rule, cause, fix = answer("BNB_CUDA_VERSION=122\nCUDA SETUP: Required library version not found: "
+                              "libbitsandbytes_cuda122.so. Maybe you need to compile it from source?")
+    assert rule == "explain.bitsandbytes.cuda-setup"
+    assert "libbitsandbytes_cuda122.so" in cause and "BNB_CUDA_VERSION" in cause
+    assert "unset BNB_CUDA_VERSION" in fix
+
+
+def test_bitsandbytes_setup_failure_without_facts_upgrades_it():
+    rule, cause, fix = answer("RuntimeError:\n        CUDA Setup failed despite GPU being available.")
+    assert rule == "explain.bitsandbytes.cuda-setup"
+    assert "0.43" in fix and "python -m bitsandbytes" in fix
+
+
+def test_flash_attn_on_a_pre_ampere_gpu_offers_sdpa():
+    rule, cause, fix = answer("RuntimeError: FlashAttention only supports Ampere GPUs or newer.")
+    assert rule == "explain.flash-attn.unsupported"
+    assert "8.0" in cause
+    assert "sdpa" in fix
+
+
+def test_flash_attn_build_names_its_nvcc_not_torchs_cuda():
+    rule, cause, fix = answer("Cuda compilation tools, release 11.5, V11.5.119\n"
+                              "RuntimeError: FlashAttention is only supported on CUDA 11.7 and above.  Note: make sure "
+                              "nvcc has a supported version by running nvcc -V.")
+    assert rule == "explain.flash-attn.unsupported"
+    assert "11.7" in cause and "11.5" in cause
+    assert "CUDA_HOME" in fix
+
+
+def test_nccl_warn_connect_failure_names_the_interface_setting():
+    rule, cause, fix = answer("node1:1234:1300 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.2<34567> "
+                              "failed : Connection refused")
+    assert rule == "explain.nccl.warning"
+    assert "10.0.0.2" in cause
+    assert "NCCL_SOCKET_IFNAME" in fix
+
+
+def test_an_nccl_error_with_warn_lines_is_told_as_the_error_first():
+    report = explain_text("node1:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-x to "
+                          "9637892 bytes\nRuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system "
+                          "error, NCCL version 2.14.3")
+    assert report.findings[0].rule == "explain.nccl.error"
+
+
+def test_libgl_missing_is_opencvs_gui_build():
+    rule, cause, fix = answer("ImportError: libGL.so.1: cannot open shared object file: No such file or directory")
+    assert rule == "explain.loader.missing-library"
+    assert "opencv" in cause
+    assert "opencv-python-headless" in fix and "libgl1" in fix
