@@ -67,7 +67,7 @@ class CodeTable:
         return None
 
     def by_text(self, text: str) -> ErrorCode | None:
-        """The code whose printed text starts `text` (or, for texts of 3+ words, appears in it)."""
+        """The code whose printed text starts `text` (or, for texts of 3+ words, appears in it or begins it)."""
         said = " ".join(text.lower().split()).strip(" .'\"`*")
         if not said:
             return None
@@ -76,6 +76,10 @@ class CodeTable:
                 return entry
         for says, entry in self._by_says:
             if len(says.split()) >= 3 and says in said:
+                return entry
+        # older NCCL releases print `unhandled system error` without the later `(run with NCCL_DEBUG=INFO ...)`
+        for says, entry in self._by_says:
+            if len(said.split()) >= 3 and says.startswith(said):
                 return entry
         return None
 

@@ -52,9 +52,12 @@ class Family:
 
 
 def _said(template: Template) -> str:
-    if not template.only_with:
-        return template.text
-    return f"{template.text} (only with: {' | '.join(other.text for other in template.only_with)})"
+    said = template.text
+    if template.only_with:
+        said += f" (only with: {' | '.join(other.text for other in template.only_with)})"
+    if template.unless:
+        said += f" (unless: {' | '.join(other.text for other in template.unless)})"
+    return said
 
 
 @dataclass(frozen=True)
@@ -114,11 +117,14 @@ def load_explain_data() -> ExplainData:
 
 
 def _template(value: str | dict[str, Any], ignore_case: bool) -> Template:
-    """A template as text, or as `{text: ..., only_with: [...]}`: counted only in a log holding one of those."""
+    """A template as text, or as `{text: ..., only_with: [...], unless: [...]}`: counted only in a log holding
+    one of `only_with`, and none of `unless`."""
     if isinstance(value, str):
         return compile_template(value, ignore_case)
     template = compile_template(value["text"], ignore_case)
-    return replace(template, only_with=tuple(compile_template(text, True) for text in _listed(value["only_with"])))
+    return replace(template,
+                   only_with=tuple(compile_template(text, True) for text in _listed(value.get("only_with"))),
+                   unless=tuple(compile_template(text, True) for text in _listed(value.get("unless"))))
 
 
 def _listed(value: Any) -> list[str]:

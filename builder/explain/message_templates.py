@@ -54,10 +54,14 @@ class Template:
     # The template counts only in a log that also holds one of these (`Invalid device id` is DataParallel's
     # when its traceback passes through data_parallel.py).
     only_with: tuple[Template, ...] = ()
+    # ... and none of these: a message another family tells better (`Missing key(s)` with a `module.` prefix).
+    unless: tuple[Template, ...] = ()
 
     def matches(self, log: LogText) -> Iterator[re.Match[str]]:
         """Every match in the log, in order (at most one per window)."""
         if self.only_with and not any(other.first(log) is not None for other in self.only_with):
+            return
+        if any(other.first(log) is not None for other in self.unless):
             return
         if log.first_at(self.needle, self.ignore_case) != -1:
             windows = log.windows(self.needle, self.ignore_case)

@@ -153,4 +153,29 @@ EXAMPLES = {
     "explain.driver.nvml-error": "pynvml.NVMLError_NotSupported: Not Supported",
     "explain.distributed.child-failed": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
                                         "  exitcode  : -9 (pid: 14750)",
+    "explain.torch.cuda-init-failed": "RuntimeError: CUDA driver initialization failed, you might not have a CUDA "
+                                      "gpu.",
+    "explain.driver.nvidia-smi-missing": "bash: nvidia-smi: command not found",
+    "explain.checkpoint.missing-keys": "RuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in "
+                                       "state_dict: \"fc.weight\", \"fc.bias\".",
+    "explain.nvcc.unsupported-host-compiler": "/usr/local/cuda/include/crt/host_config.h:132:2: error: #error -- "
+                                              "unsupported GNU version! gcc versions later than 11 are not supported!",
+    "explain.build.python-headers-missing": "src/module.c:1:10: fatal error: Python.h: No such file or directory",
+    "explain.build.libcuda-link": "/usr/bin/ld: cannot find -lcuda: No such file or directory",
+    "explain.triton.missing": "RuntimeError: Cannot find a working triton installation. Either the package is not "
+                              "installed or it is too old.",
+    "explain.inductor.no-cxx-compiler": "torch._inductor.exc.InvalidCxxCompiler: No working C++ compiler found in "
+                                        "torch._inductor.config.cpp.cxx: (None, 'g++')",
+    "explain.inductor.backend-failed": "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+    "explain.pip.requires-python": "ERROR: Package 'torch' requires a different Python: 3.7.9 not in '>=3.8.0'",
+    "explain.conda.clobber": "ClobberError: This transaction has incompatible packages due to a shared path.\n"
+                             "  packages: conda-forge/linux-64::cudatoolkit-11.8.0, nvidia/linux-64::cuda-cudart-11.8.89\n"
+                             "  path: 'lib/libcudart.so.11.0'",
+    "explain.conda.http-error": "CondaHTTPError: HTTP 000 CONNECTION FAILED for url "
+                                "<https://conda.example.invalid/pytorch/linux-64/current_repodata.json>",
+    "explain.bitsandbytes.cuda-setup": "RuntimeError:\n        CUDA Setup failed despite GPU being available. Please run "
+                                       "the following command to get more information:",
+    "explain.flash-attn.unsupported": "RuntimeError: FlashAttention only supports Ampere GPUs or newer.",
+    "explain.nccl.warning": "node1:1234:1300 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.2<34567> "
+                            "failed : Connection refused",
 }
