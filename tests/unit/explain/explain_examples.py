@@ -182,4 +182,5 @@ EXAMPLES = {
     "explain.dataloader.too-many-open-files": "RuntimeError: received 0 items of ancdata",
     "explain.distributed.not-initialized": "ValueError: Default process group has not been initialized, please make "
                                            "sure to call init_process_group.",
+    "explain.extension.no-ninja": "RuntimeError: Ninja is required to load C++ extensions",
 }

@@ -288,3 +288,10 @@ def test_driver_library_mismatch_names_the_library_version():
                             "NVML library version: 535.183")
     assert rule == "explain.driver.driver-library-mismatch"
     assert "535.183" in cause
+
+
+def test_ninja_missing_says_install_it_and_put_its_bin_on_path():
+    rule, cause, fix = answer("RuntimeError: Ninja is required to load C++ extensions")
+    assert rule == "explain.extension.no-ninja"
+    assert "ninja --version" in cause and "PATH" in cause
+    assert "pip install ninja" in fix and "PATH" in fix
