@@ -189,16 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     realworld = [judge(case) for case in load_cases() if case["split"] in show]
     device = [judge(case, DEVICE_CORPUS) for case in load_cases(DEVICE_CORPUS)] if args.split == "all" else []
     blind = [judge(case, BLIND_CORPUS) for case in load_cases(BLIND_CORPUS) if case["split"] in show]
-    for corpus, outcomes in (("realworld", realworld), ("device", device), ("blind", blind)):
-        for outcome in outcomes:
-            # Held-out misses are named (their reasons only with -v, in the blind corpus never, as the
-            # reason quotes the case's expectation); dev misses only with -v.
-            if outcome.answered is False and (outcome.split == "heldout" or args.verbose):
-                blind_heldout = corpus == "blind" and outcome.split == "heldout"
-                why = "(held out: not shown)" if blind_heldout else outcome.answer_why
-                print(f"{corpus} {outcome.split} MISS {outcome.file}: {why}")
-            elif outcome.answered is None and not outcome.passed and args.verbose:
-                print(f"{corpus} {outcome.split} FAIL (old rule) {outcome.file}: {outcome.why}")
+    _print_misses((("realworld", realworld), ("device", device), ("blind", blind)), args.verbose)
     if not args.no_input:
         with tempfile.TemporaryDirectory(prefix="bench-realworld-") as folder:
             for line in bad_input(Path(folder)):
@@ -221,6 +212,19 @@ def main(argv: list[str] | None = None) -> int:
     blind_line += f" heldout={_count(blind, 'heldout')}" if args.split == "all" else ""
     print(f"{blind_line} answers families={len(load_rules())} (blind corpus)")
     return 0
+
+
+def _print_misses(corpora: tuple[tuple[str, list[Outcome]], ...], verbose: bool) -> None:
+    for corpus, outcomes in corpora:
+        for outcome in outcomes:
+            # Held-out misses are named (their reasons only with -v, in the blind corpus never, as the
+            # reason quotes the case's expectation); dev misses only with -v.
+            if outcome.answered is False and (outcome.split == "heldout" or verbose):
+                blind_heldout = corpus == "blind" and outcome.split == "heldout"
+                why = "(held out: not shown)" if blind_heldout else outcome.answer_why
+                print(f"{corpus} {outcome.split} MISS {outcome.file}: {why}")
+            elif outcome.answered is None and not outcome.passed and verbose:
+                print(f"{corpus} {outcome.split} FAIL (old rule) {outcome.file}: {outcome.why}")
 
 
 def _count(outcomes: list[Outcome], split: str, old: bool = False) -> str:

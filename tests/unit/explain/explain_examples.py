@@ -178,4 +178,9 @@ EXAMPLES = {
     "explain.flash-attn.unsupported": "RuntimeError: FlashAttention only supports Ampere GPUs or newer.",
     "explain.nccl.warning": "node1:1234:1300 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.2<34567> "
                             "failed : Connection refused",
+    "explain.checkpoint.not-a-pickle": "_pickle.UnpicklingError: invalid load key, '<'.",
+    "explain.dataloader.too-many-open-files": "RuntimeError: received 0 items of ancdata",
+    "explain.distributed.not-initialized": "ValueError: Default process group has not been initialized, please make "
+                                           "sure to call init_process_group.",
+    "explain.extension.no-ninja": "RuntimeError: Ninja is required to load C++ extensions",
 }

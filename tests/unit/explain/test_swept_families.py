@@ -246,3 +246,52 @@ def test_libgl_missing_is_opencvs_gui_build():
     assert rule == "explain.loader.missing-library"
     assert "opencv" in cause
     assert "opencv-python-headless" in fix and "libgl1" in fix
+
+
+def test_a_git_lfs_pointer_in_place_of_weights_says_git_lfs_pull():
+    rule, cause, fix = answer("_pickle.UnpicklingError: invalid load key, 'v'.")
+    assert rule == "explain.checkpoint.not-a-pickle"
+    assert "'v'" in cause and "Git LFS pointer" in cause
+    assert "git lfs pull" in fix
+
+
+def test_an_html_page_in_place_of_weights_says_download_the_file():
+    rule, cause, fix = answer("_pickle.UnpicklingError: invalid load key, '<'.")
+    assert "HTML page" in cause
+    assert "head -c 100" in fix
+
+
+def test_ancdata_is_the_file_descriptor_sharing_strategy():
+    rule, cause, fix = answer('  File "/usr/lib/python3.10/multiprocessing/reduction.py", line 164, in recvfds\n'
+                              "RuntimeError: received 0 items of ancdata")
+    assert rule == "explain.dataloader.too-many-open-files"
+    assert "file_descriptor" in cause
+    assert 'set_sharing_strategy("file_system")' in fix and "ulimit -n" in fix
+
+
+def test_too_many_open_files_elsewhere_is_not_the_dataloader():
+    report = explain_text("OSError: [Errno 24] Too many open files: 'data/img_001.png'")
+    assert all(finding.rule != "explain.dataloader.too-many-open-files" for finding in report.findings)
+
+
+def test_process_group_missing_with_syncbatchnorm_says_one_process_cannot_sync():
+    rule, cause, fix = answer('  File "torch/nn/modules/batchnorm.py", line 731, in forward  # SyncBatchNorm\n'
+                              "ValueError: Default process group has not been initialized, please make sure to "
+                              "call init_process_group.")
+    assert rule == "explain.distributed.not-initialized"
+    assert "SyncBatchNorm" in cause
+    assert "torchrun" in fix
+
+
+def test_driver_library_mismatch_names_the_library_version():
+    rule, cause, _ = answer("Failed to initialize NVML: Driver/library version mismatch\n"
+                            "NVML library version: 535.183")
+    assert rule == "explain.driver.driver-library-mismatch"
+    assert "535.183" in cause
+
+
+def test_ninja_missing_says_install_it_and_put_its_bin_on_path():
+    rule, cause, fix = answer("RuntimeError: Ninja is required to load C++ extensions")
+    assert rule == "explain.extension.no-ninja"
+    assert "ninja --version" in cause and "PATH" in cause
+    assert "pip install ninja" in fix and "PATH" in fix
