@@ -351,6 +351,15 @@ def run_case(case: Case, folder: Path) -> Outcome:
     return outcome
 
 
+def _stream(named: str | None, flags: int, default: int, fd: int, open_path: Callable[[str, int], int],
+            to_close: list[int]) -> int | None:
+    """The child's stdin (fd 0) or stdout (fd 1) as the case names it: closed, a file, or `default`."""
+    if named == "closed":
+        to_close.append(fd)
+        return subprocess.DEVNULL if fd == 1 else default
+    return open_path(named, flags) if named else default
+
+
 @contextmanager
 def _streams(case: Case, folder: Path):
     """stdin, stdout and a function the child runs before exec that closes what the case wants closed.
@@ -364,17 +373,8 @@ def _streams(case: Case, folder: Path):
         opened.append(handle)
         return handle
 
-    stdin: int | None = subprocess.DEVNULL
-    if case.stdin_from == "closed":
-        to_close.append(0)
-    elif case.stdin_from:
-        stdin = open_path(case.stdin_from, os.O_RDONLY)
-    stdout: int | None = subprocess.PIPE
-    if case.stdout_to == "closed":
-        stdout = subprocess.DEVNULL
-        to_close.append(1)
-    elif case.stdout_to:
-        stdout = open_path(case.stdout_to, os.O_WRONLY)
+    stdin = _stream(case.stdin_from, os.O_RDONLY, subprocess.DEVNULL, 0, open_path, to_close)
+    stdout = _stream(case.stdout_to, os.O_WRONLY, subprocess.PIPE, 1, open_path, to_close)
 
     def closing() -> None:
         for handle in to_close:
