@@ -49,7 +49,7 @@ from builder.image.build import (
 )
 from builder.image.context import make_context
 from builder.lock.targets import lock_targets
-from builder.specs.cuda import TargetId
+from builder.specs.cuda import TargetId, cuda_or_cpu
 from builder.specs.model import load_spec
 from builder.specs.target import Sources, Target, resolve_targets, with_images
 from tests.world.offline import (
@@ -300,10 +300,15 @@ def upgrade(env: BenchEnv, before: ImageResult) -> ImageResult:
     assert env.target.spec.source is not None
     done = subprocess.run(
         [sys.executable, "-m", "bench.image", "--upgrade-child", str(env.target.spec.source), str(env.lock_path),
-         env.target.key, str(env.folder / "upgrade")],
+         cuda_or_cpu(env.target.cuda), str(env.folder / "upgrade")],
         cwd=copy, env=child, capture_output=True, text=True, timeout=3600, check=False,
     )  # fmt: skip
-    if base_ids(env.target) != bases:
+    # the earlier image's base must be today's too: a base imported anew between the two builds is not an upgrade
+    runtime_base = env.target.runtime_image.reference
+    base_layers = set()
+    if _exists(runtime_base):
+        base_layers = set(docker_client().api.inspect_image(runtime_base)["RootFS"]["Layers"])
+    if base_ids(env.target) != bases or not base_layers <= known:
         print("upgrade: not measured: a base image changed during the run (another world on this engine "
               "imported its own); run the bench again", flush=True)
         return before
@@ -323,10 +328,10 @@ def upgrade(env: BenchEnv, before: ImageResult) -> ImageResult:
     return result
 
 
-def upgrade_child(spec_path: Path, lock_path: Path, target_key: str, folder: Path) -> None:
+def upgrade_child(spec_path: Path, lock_path: Path, cuda: str, folder: Path) -> None:
     """The child of `upgrade`: build the target from its existing lock, print the result as JSON."""
     spec = with_images(load_spec(spec_path), RUNTIME_BASE, BUILDER_BASE)
-    target: Target = resolve_targets(spec, (TargetId.parse(target_key),),
+    target: Target = resolve_targets(spec, (TargetId.parse(cuda),),
                                      Sources(channels=(CHANNEL,), pip_index=PIP_INDEX))[0]
     result = build_image(make_context(target, lock_path, folder), NETWORK)
     print(json.dumps({"version": builder.__version__, "result": result.as_dict()}), flush=True)
@@ -411,7 +416,7 @@ def measure(env, label: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.image")
     parser.add_argument("--upgrade-child", nargs=4, metavar=("SPEC", "LOCK", "TARGET", "FOLDER"),
-                        help="(the `upgrade:` measurement's child) build TARGET of SPEC from LOCK")
+                        help="(the `upgrade:` child) build TARGET (a CUDA version or cpu) of SPEC from LOCK")
     args = parser.parse_args(argv)
     if args.upgrade_child:
         spec, lock, key, folder = args.upgrade_child

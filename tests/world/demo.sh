@@ -18,7 +18,7 @@ NO_REAL=""  # why this target's demo cannot pass, where the world lacks a real p
 case $DEMO in
     cuda) SPEC=tests/fixtures/specs/torch-cuda-pip.yaml TARGET=13.0 TAG=torch-cuda-pip:2.14.1-cuda13.0 ;;
     cpu) SPEC=envs/pytorch.yaml TARGET=cpu TAG=pytorch:2.13.0-cpu
-         NO_REAL="this world has no real torchvision for the CPU torch (tests/world/CHANNEL.md: its torchvision is a stand-in that does not import), so this image cannot pass: its smoke suite fails the pinned torchvision by name. \`make demo\` (DEMO=cuda) builds the image with a real torch and torchvision." ;;
+         NO_REAL="this world has no real torchvision for the CPU torch (tests/world/CHANNEL.md), so this image lacks the torchvision its spec pins and cannot pass: its smoke suite fails that torchvision by name. \`make demo\` (DEMO=cuda) builds the image with a real torch and torchvision." ;;
     *) echo "demo: DEMO=$DEMO: write DEMO=cuda or DEMO=cpu" >&2; exit 2 ;;
 esac
 OUT=${ENVBUILD_DEMO_DIR:-.world/demo}
