@@ -21,3 +21,22 @@ def test_a_toml_file_nested_past_the_stack_is_one_line(tmp_path: Path) -> None:
     path.write_text("a = " + "[" * 1000 + "]" * 1000 + "\n")
     with pytest.raises(UsageError, match="nest too deeply"):
         read_toml_file(path, "pixi.toml")
+
+
+@pytest.mark.parametrize("kind", ["requirements.txt", "Dockerfile", "pyproject.toml"])
+def test_a_number_past_pythons_int_limit_is_one_line(kind: str, tmp_path: Path) -> None:
+    from builder.init.read import read_source
+
+    path = tmp_path / kind
+    path.write_text({"requirements.txt": f"torch=={HUGE}\n", "Dockerfile": f"FROM python:3.11\nRUN pip install torch=={HUGE}\n",
+                     "pyproject.toml": f"[project]\nname = \"a\"\ndependencies = [\"torch=={HUGE}\"]\n"}[kind])
+    with pytest.raises(UsageError, match=r"line \d+: a number of 4301 digits") as caught:
+        read_source(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_number_at_the_limit_is_read(tmp_path: Path) -> None:
+    from builder.safe_io.text import overlong_number
+
+    assert overlong_number("x" + "9" * 4300) is None
+    assert overlong_number("a\nb " + HUGE) == (2, 4301)
