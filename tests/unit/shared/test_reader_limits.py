@@ -40,3 +40,15 @@ def test_a_number_at_the_limit_is_read(tmp_path: Path) -> None:
 
     assert overlong_number("x" + "9" * 4300) is None
     assert overlong_number("a\nb " + HUGE) == (2, 4301)
+
+
+@pytest.mark.parametrize("content", [b"[" * 100_000 + b"]" * 100_000, b'{"envbuild_host": ' + HUGE.encode() + b"}"],
+                         ids=["deep", "huge-int"])
+def test_a_host_file_too_deep_or_with_a_huge_int_is_one_line(content: bytes, tmp_path: Path) -> None:
+    from builder.formats.host_file import read_host_file
+
+    path = tmp_path / "box.json"
+    path.write_bytes(content)
+    with pytest.raises(UsageError, match="not an envbuild host file") as caught:
+        read_host_file(path)
+    assert "\n" not in str(caught.value)
