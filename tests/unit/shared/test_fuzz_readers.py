@@ -206,6 +206,7 @@ CLI_CASES = [
     ("environment.yml", b"dependencies: " + b"[" * 1000 + b"]" * 1000 + b"\n"),
     ("Dockerfile", "FROM python:3.11\u202e\nRUN pip install torch\x00\n".encode()),
     ("conda-lock.yml", b"version: 1\npackage: !!binary aGk=\n"),
+    ("Dockerfile", b"\\"),
 ]
 
 

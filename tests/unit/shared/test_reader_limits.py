@@ -52,3 +52,11 @@ def test_a_host_file_too_deep_or_with_a_huge_int_is_one_line(content: bytes, tmp
     with pytest.raises(UsageError, match="not an envbuild host file") as caught:
         read_host_file(path)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["\\", "FROM python:3.11\n\\\n", "FROM python:3.11\nRUN pip install torch\n\\"])
+def test_a_dockerfile_with_a_lone_continuation_line_is_read(text: str) -> None:
+    from builder.init.dockerfile import read_dockerfile_text
+
+    reading = read_dockerfile_text(text, "Dockerfile")
+    assert reading.kind == "Dockerfile"
