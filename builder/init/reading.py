@@ -33,7 +33,7 @@ from builder.init.lines import (
     parse_conda_line,
 )
 from builder.init.wheels import WheelFile, read_wheel, wheel_location
-from builder.safe_io.text import MAX_NUMBER_DIGITS, overlong_number
+from builder.safe_io.text import MAX_NUMBER_DIGITS, escape_unsafe, overlong_number
 from builder.specs.model import CHANNEL_PATTERN, PACKAGE_PATTERN, Route
 from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
 
@@ -118,7 +118,8 @@ class Reading:
             self.notes.append(Note(entry, outcome, reason))
 
     def fail(self, reason: str) -> UsageError:
-        return UsageError(f"{self.source}: {reason}")
+        # A reason may quote the file (a version, a key): a U+2028 there would break the one-line message.
+        return UsageError(escape_unsafe(f"{self.source}: {reason}"))
 
 
 def read_text_file(path: Path, kind: str) -> str:

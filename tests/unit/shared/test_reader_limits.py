@@ -60,3 +60,13 @@ def test_a_dockerfile_with_a_lone_continuation_line_is_read(text: str) -> None:
 
     reading = read_dockerfile_text(text, "Dockerfile")
     assert reading.kind == "Dockerfile"
+
+
+def test_a_reason_quoting_a_unicode_line_break_stays_one_line(tmp_path: Path) -> None:
+    from builder.init.read import read_source
+
+    path = tmp_path / "pixi.lock"
+    path.write_text("version: '4\u2028jobs: x'\n", encoding="utf-8")
+    with pytest.raises(UsageError) as caught:
+        read_source(path)
+    assert "\u2028" not in str(caught.value) and "\\u2028" in str(caught.value)
