@@ -91,6 +91,9 @@ def read_host_file(path: Path) -> HostFile:
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise UsageError(f"{path}: not a host file (not JSON); write one with "
                          f"`envbuild doctor --save {path}`") from None
+    except (ValueError, RecursionError):  # an int over Python's 4300 digits, or arrays nested past the stack
+        raise UsageError(f"{path}: not an envbuild host file (a number too long or values nested too deeply); "
+                         f"write one with `envbuild doctor --save {path.name}` on that machine") from None
     if not isinstance(data, dict) or data.get("envbuild_host") != HOST_FILE_VERSION:
         raise UsageError(f"{path}: not an envbuild host file (version {HOST_FILE_VERSION}); "
                          f"write one with `envbuild doctor --save {path.name}` on that machine")

@@ -143,6 +143,8 @@ def read_dockerfile_text(text: str, source: str, context: Path | None = None) ->
     stage = _Stage(context, BuildVariables(source=source))
     base: ImageTorch | None = None
     for command in commands:
+        if command.cmd is None:  # a lone `\` line: buildkit's parser yields an instruction with no keyword
+            continue
         keyword = command.cmd.upper()
         if keyword == "FROM":
             base = _read_from(reading, command, stage)

@@ -33,6 +33,7 @@ from builder.init.lines import (
     parse_conda_line,
 )
 from builder.init.wheels import WheelFile, read_wheel, wheel_location
+from builder.safe_io.text import MAX_NUMBER_DIGITS, escape_unsafe, overlong_number
 from builder.specs.model import CHANNEL_PATTERN, PACKAGE_PATTERN, Route
 from builder.userfile import MAX_SPEC_BYTES, decode, read_capped
 
@@ -117,13 +118,19 @@ class Reading:
             self.notes.append(Note(entry, outcome, reason))
 
     def fail(self, reason: str) -> UsageError:
-        return UsageError(f"{self.source}: {reason}")
+        # A reason may quote the file (a version, a key): a U+2028 there would break the one-line message.
+        return UsageError(escape_unsafe(f"{self.source}: {reason}"))
 
 
 def read_text_file(path: Path, kind: str) -> str:
     """A file `init --from` reads, size-capped and as UTF-8 text, or one UsageError naming why not."""
     data = read_capped(path, MAX_SPEC_BYTES, kind, UsageError)
-    return decode(data, path, kind, UsageError, "save it as UTF-8")
+    text = decode(data, path, kind, UsageError, "save it as UTF-8")
+    overlong = overlong_number(text)
+    if overlong:
+        raise UsageError(f"{path}: line {overlong[0]}: a number of {overlong[1]} digits (more than "
+                         f"{MAX_NUMBER_DIGITS}); no version or value in a {kind} is that long")
+    return text
 
 
 def read_channel_list(reading: Reading, channels: Any) -> None:

@@ -87,6 +87,10 @@ def read_toml_file(path: Path, kind: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc}); fix the file and run `envbuild init` again") from None
+    except ValueError as exc:  # an integer past Python's digit limit (4300) is not a TOMLDecodeError
+        raise UsageError(f"{path}: not a {kind} envbuild reads ({exc}); fix the file") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a {kind} envbuild reads (its values nest too deeply)") from None
 
 
 def other_accelerator(url: str) -> str | None:

@@ -39,3 +39,17 @@ _TERMINAL_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\
 def terminal_safe(text: str) -> str:
     """Text quoted from a log, fit for a terminal: escape sequences dropped, other unsafe characters escaped."""
     return escape_unsafe(_TERMINAL_SEQUENCE.sub("", text))
+
+
+# Python refuses to turn a string of more digits than this into an int (sys.get_int_max_str_digits, 3.11+);
+# packaging's Version, tomllib and json all do that conversion, and fail with a ValueError none of them wraps.
+MAX_NUMBER_DIGITS = 4300
+_OVERLONG_NUMBER = re.compile(rf"\d{{{MAX_NUMBER_DIGITS + 1},}}")
+
+
+def overlong_number(text: str) -> tuple[int, int] | None:
+    """(line, digits) of the first number in `text` longer than MAX_NUMBER_DIGITS, or None."""
+    match = _OVERLONG_NUMBER.search(text)
+    if match is None:
+        return None
+    return text.count("\n", 0, match.start()) + 1, len(match[0])
