@@ -20,16 +20,6 @@ say() { printf 'world: %s\n' "$*"; }
 # shellcheck source=lease-lib.sh
 source "$HERE/lease-lib.sh"
 
-# A lease naming a process is live while that very process (same start time) runs; one naming
-# no process (a manual `up`) is live until its `down`.
-lease_is_live() {
-    local recorded pid
-    recorded=$(cat "$1" 2>/dev/null) || return 1
-    [[ -z $recorded ]] && return 0
-    pid=${recorded%% *}
-    [[ $(process_identity "$pid" 2>/dev/null) == "$recorded" ]]
-}
-
 live_leases() {
     local lease
     for lease in "$LEASES"/*; do

@@ -7,8 +7,10 @@
 #   engine.sh status    say whether an engine answers and who started it (exit 3 when none answers)
 #
 # State (pid, marker, log) lives in ENVBUILD_WORLD_DIR (default: .world/ in the repository).
-# This script does no reference counting: tests/world/up.sh and down.sh do, so use those when
-# several users share one engine.
+# Reference counting within one state dir is up.sh's and down.sh's. The engine is the machine's (its
+# socket and pid file are dockerd's defaults), so every world that uses it also registers in a
+# machine-wide folder: a world that started the engine and ends while another world still holds a
+# lease hands the engine over to that world instead of stopping it under its tests.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -23,6 +25,8 @@ STOP_TIMEOUT=${ENVBUILD_ENGINE_STOP_TIMEOUT:-60}
 # dockerd's own defaults; we keep them so every docker client on the machine finds this engine.
 SYSTEM_PID_FILE=/var/run/docker.pid
 SYSTEM_SOCKET=/var/run/docker.sock
+MACHINE_DIR=${ENVBUILD_WORLD_MACHINE_DIR:-/run/envbuild-world}
+ENGINE_USERS=$MACHINE_DIR/engine-users
 
 # Every package the world uses, so a fresh machine pays for one `apt-get update` only.
 # The shellcheck package: the generated CI pipelines' shell steps are checked with it (tests/unit/teams/test_ci.py).
@@ -138,8 +142,35 @@ start_dockerd() {
     say "engine dockerd $(engine_version) started in $((SECONDS - started)) s (pid $pid, log $LOG)"
 }
 
+# shellcheck source=lease-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lease-lib.sh"
+
+user_entry() { echo "$ENGINE_USERS/$(printf '%s' "$STATE" | sha256sum | cut -c1-16)"; }
+
+register_user() {
+    mkdir -p "$ENGINE_USERS"
+    printf '%s\n' "$STATE" >"$(user_entry)"
+}
+
+# Another registered world that still holds a lease, printed; entries of worlds without one are dropped.
+leased_other_world() {
+    local entry other mine
+    mine=$(user_entry)
+    for entry in "$ENGINE_USERS"/*; do
+        [[ -f $entry && $entry != "$mine" ]] || continue
+        other=$(cat "$entry" 2>/dev/null) || continue
+        if [[ -d $other ]] && world_is_leased "$other"; then
+            echo "$other"
+            return 0
+        fi
+        rm -f "$entry"
+    done
+    return 1
+}
+
 engine_up() {
     ensure_packages docker.io
+    register_user
     local pid
     if [[ -n ${DOCKER_HOST:-} && $DOCKER_HOST != "unix://$SYSTEM_SOCKET" ]]; then
         engine_answers || die "DOCKER_HOST=$DOCKER_HOST does not answer; unset DOCKER_HOST to let the world start its own engine"
@@ -161,10 +192,19 @@ engine_up() {
 }
 
 engine_down() {
-    local pid deadline
+    local pid deadline heir
+    rm -f "$(user_entry)"
     if ! pid=$(recorded_pid); then
         rm -f "$PID_FILE" "$MARKER"
         say "engine not started by this world; left alone"
+        return 0
+    fi
+    if heir=$(leased_other_world); then
+        mkdir -p "$heir/engine"
+        cp "$PID_FILE" "$heir/engine/dockerd.pid"
+        cp "$MARKER" "$heir/engine/started-by-this-world" 2>/dev/null || true
+        rm -f "$PID_FILE" "$MARKER"
+        say "engine (pid $pid) kept running: the world at $heir still uses it and stops it when it ends"
         return 0
     fi
     kill -TERM "$pid" 2>/dev/null || true
@@ -201,9 +241,13 @@ main() {
     case ${1:-} in
         install) ensure_packages "${WORLD_PACKAGES[@]}" ;;
         up | down)
-            # One state dir, one writer: concurrent up/down calls take turns.
+            # One state dir, one writer: concurrent up/down calls take turns; and one machine, one
+            # writer of the engine's users and owner.
             exec 9>"$ENGINE_DIR/lock"
             flock 9
+            mkdir -p "$MACHINE_DIR"
+            exec 8>"$MACHINE_DIR/engine.lock"
+            flock 8
             "engine_$1"
             ;;
         status) engine_status ;;
