@@ -217,11 +217,10 @@ def main(argv: list[str] | None = None) -> int:
 def _print_misses(corpora: tuple[tuple[str, list[Outcome]], ...], verbose: bool) -> None:
     for corpus, outcomes in corpora:
         for outcome in outcomes:
-            # Held-out misses are named (their reasons only with -v, in the blind corpus never, as the
-            # reason quotes the case's expectation); dev misses only with -v.
+            # Held-out misses are named, never explained (the reason quotes the case's expectation and
+            # the answer, which would be read when rules are written); dev misses only with -v.
             if outcome.answered is False and (outcome.split == "heldout" or verbose):
-                blind_heldout = corpus == "blind" and outcome.split == "heldout"
-                why = "(held out: not shown)" if blind_heldout else outcome.answer_why
+                why = "(held out: not shown)" if outcome.split == "heldout" else outcome.answer_why
                 print(f"{corpus} {outcome.split} MISS {outcome.file}: {why}")
             elif outcome.answered is None and not outcome.passed and verbose:
                 print(f"{corpus} {outcome.split} FAIL (old rule) {outcome.file}: {outcome.why}")
