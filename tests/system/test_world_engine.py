@@ -10,6 +10,8 @@ import hashlib
 import io
 import json
 import os
+import shutil
+import socket
 import subprocess
 import urllib.request
 import uuid
@@ -269,3 +271,50 @@ def test_gpu_request_without_nvidia_runtime_fails_at_start(
         container.remove(force=True)
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(container.id)
+
+
+def _free_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _registry(action: str, state: Path, machine: Path, addr: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "ENVBUILD_WORLD_DIR": str(state),
+        "ENVBUILD_WORLD_MACHINE_DIR": str(machine),
+        "ENVBUILD_REGISTRY_ADDR": addr,
+    }
+    return subprocess.run(
+        ["bash", WORLD_SCRIPTS / "registry.sh", action], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.world
+@pytest.mark.skipif(
+    not shutil.which("docker-registry"), reason="Debian's docker-registry is not installed (engine.sh install)"
+)
+def test_a_registry_outlives_the_world_that_started_it_while_another_world_is_leased(tmp_path: Path) -> None:
+    # Two checkouts' `make test` share the machine's registry port; the first to end stopped the
+    # registry under the other's pushes.
+    machine, starter, user = tmp_path / "machine", tmp_path / "starter", tmp_path / "user"
+    addr = f"127.0.0.1:{_free_loopback_port()}"
+    (user / "leases").mkdir(parents=True)
+    (user / "leases" / "manual").write_text("")  # a manual `up`: live until its `down`
+    try:
+        assert _registry("up", starter, machine, addr).returncode == 0
+        shared = _registry("up", user, machine, addr)
+        assert shared.returncode == 0 and "started elsewhere" in shared.stdout
+
+        handed = _registry("down", starter, machine, addr)
+        assert handed.returncode == 0 and "kept running" in handed.stdout, handed.stdout
+        heir_pid = (user / "registry" / "registry.pid").read_text().strip()
+        assert f"started by this world, pid {heir_pid}" in _registry("status", user, machine, addr).stdout
+
+        stopped = _registry("down", user, machine, addr)
+        assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stdout
+        assert _registry("status", user, machine, addr).returncode == 3
+    finally:
+        _registry("down", user, machine, addr)
+        _registry("down", starter, machine, addr)

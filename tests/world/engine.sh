@@ -145,32 +145,9 @@ start_dockerd() {
 # shellcheck source=lease-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lease-lib.sh"
 
-user_entry() { echo "$ENGINE_USERS/$(printf '%s' "$STATE" | sha256sum | cut -c1-16)"; }
-
-register_user() {
-    mkdir -p "$ENGINE_USERS"
-    printf '%s\n' "$STATE" >"$(user_entry)"
-}
-
-# Another registered world that still holds a lease, printed; entries of worlds without one are dropped.
-leased_other_world() {
-    local entry other mine
-    mine=$(user_entry)
-    for entry in "$ENGINE_USERS"/*; do
-        [[ -f $entry && $entry != "$mine" ]] || continue
-        other=$(cat "$entry" 2>/dev/null) || continue
-        if [[ -d $other ]] && world_is_leased "$other"; then
-            echo "$other"
-            return 0
-        fi
-        rm -f "$entry"
-    done
-    return 1
-}
-
 engine_up() {
     ensure_packages docker.io
-    register_user
+    register_world "$ENGINE_USERS"
     local pid
     if [[ -n ${DOCKER_HOST:-} && $DOCKER_HOST != "unix://$SYSTEM_SOCKET" ]]; then
         engine_answers || die "DOCKER_HOST=$DOCKER_HOST does not answer; unset DOCKER_HOST to let the world start its own engine"
@@ -193,13 +170,13 @@ engine_up() {
 
 engine_down() {
     local pid deadline heir
-    rm -f "$(user_entry)"
+    unregister_world "$ENGINE_USERS"
     if ! pid=$(recorded_pid); then
         rm -f "$PID_FILE" "$MARKER"
         say "engine not started by this world; left alone"
         return 0
     fi
-    if heir=$(leased_other_world); then
+    if heir=$(leased_other_world "$ENGINE_USERS"); then
         mkdir -p "$heir/engine"
         cp "$PID_FILE" "$heir/engine/dockerd.pid"
         cp "$MARKER" "$heir/engine/started-by-this-world" 2>/dev/null || true

@@ -6,7 +6,10 @@
 #   registry.sh down     stop the registry `up` started from THIS state dir (nothing else)
 #   registry.sh status   say whether a registry answers there (exit 3 when none does)
 #
-# Storage, config, pid and log live in ENVBUILD_WORLD_DIR/registry (default .world/registry).
+# Storage, config, pid and log live in ENVBUILD_WORLD_DIR/registry (default .world/registry). The port is
+# the machine's, so the worlds using it register machine-wide (lease-lib.sh): the world that started the
+# registry and ends while another world is still leased hands it over instead of stopping it under that
+# world's pushes.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -20,9 +23,14 @@ ADDR=${ENVBUILD_REGISTRY_ADDR:-127.0.0.1:5000}
 HOST=${ADDR%:*}
 PORT=${ADDR##*:}
 READY_TIMEOUT=${ENVBUILD_REGISTRY_TIMEOUT:-30}
+MACHINE_DIR=${ENVBUILD_WORLD_MACHINE_DIR:-/run/envbuild-world}
+REGISTRY_USERS=$MACHINE_DIR/registry-users-$PORT
 
 say() { printf 'world: %s\n' "$*"; }
 die() { printf 'world: error: %s\n' "$*" >&2; exit 1; }
+
+# shellcheck source=lease-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lease-lib.sh"
 
 # What answers GET /v2/ at $ADDR: "registry" (200 + distribution header), "other", or "none".
 # Plain bash /dev/tcp, so a fresh machine needs no curl.
@@ -94,6 +102,7 @@ wait_until_ready() {
 registry_up() {
     bash "$REPO/tests/world/engine.sh" install 9>&-
     local pid started=$SECONDS
+    register_world "$REGISTRY_USERS"
     if pid=$(recorded_pid); then
         wait_until_ready "$pid"
         say "registry $ADDR already running (started by this world, pid $pid)"
@@ -120,10 +129,18 @@ registry_up() {
 }
 
 registry_down() {
-    local pid deadline
+    local pid deadline heir
+    unregister_world "$REGISTRY_USERS"
     if ! pid=$(recorded_pid); then
         rm -f "$PID_FILE"
         say "registry not started by this world; left alone"
+        return 0
+    fi
+    if heir=$(leased_other_world "$REGISTRY_USERS"); then
+        mkdir -p "$heir/registry"
+        cp "$PID_FILE" "$heir/registry/registry.pid"
+        rm -f "$PID_FILE"
+        say "registry $ADDR (pid $pid) kept running: the world at $heir still uses it and stops it when it ends"
         return 0
     fi
     kill -TERM "$pid" 2>/dev/null || true
