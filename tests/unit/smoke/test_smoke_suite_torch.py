@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -415,9 +414,8 @@ def test_ddp_ranks_past_the_deadline_are_killed_and_reaped(monkeypatch: pytest.M
 
     monkeypatch.setattr(distributed, "DEADLINE_S", 1.0)
     monkeypatch.setattr(distributed, "MIN_DEADLINE_S", 1.0)
-    started = time.monotonic()
     result = _run("ddp.allreduce_step")
-    assert time.monotonic() - started < 10
+    # The reason names the 1 s deadline it enforced; no wall-clock bound, which fails on a loaded machine.
     assert result.status == "failed" and "did not finish within 1 s and were killed" in result.reason
     assert _running("smoke.ddp_rank") == []
 
