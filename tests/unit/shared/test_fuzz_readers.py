@@ -28,7 +28,8 @@ from tests.paths import REPO  # noqa: E402
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(600)]
 
 DEEP = int(os.environ.get("FUZZ_EXAMPLES") or 0)
-BOUNDED = settings(max_examples=DEEP or 60, deadline=4000, derandomize=not DEEP, database=None,
+# As in test_fuzz.py: the deadline catches blow-ups, not speed, so it leaves room for a loaded machine.
+BOUNDED = settings(max_examples=DEEP or 60, deadline=10_000, derandomize=not DEEP, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 CORPUS = REPO / "tests" / "corpus"
