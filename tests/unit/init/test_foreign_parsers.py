@@ -107,7 +107,7 @@ def test_a_base_image_that_states_its_torch_is_read_as_its_source(image: str, to
 
 
 def test_an_ngc_release_missing_from_the_table_is_refused_by_name() -> None:
-    image = "nvcr.io/nvidia/pytorch:21.08-py3"
+    image = "nvcr.io/nvidia/pytorch:23.06-py3"
     reading = read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile")
     assert (file_facts(reading).torch, file_facts(reading).torch_from) == ("", "base-image")
     with pytest.raises(UsageError, match=f"torch comes from the base image {image} .*not in envbuild's NGC table"):
