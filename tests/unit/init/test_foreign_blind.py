@@ -51,9 +51,6 @@ DEV_MISSES: dict[str, str] = {
     "nerfstudio--pyproject.toml": "lint.torch.pinned-in-extras is a rule on a spec's conda extras; an extra of a "
                                   "pyproject pinning torch is noted by init (dropped), not linted (builder/lint)",
     "xtuner.Dockerfile": "flash-attention: a wheel built in another stage and unzipped into site-packages, lost",
-    "pixi-examples--multi-machine-pixi.lock": "conda-forge pairs torchvision 0.26 with pytorch 2.10 (the lock's "
-                                              "torchvision depends on pytorch >=2.10,<2.11); the spec model "
-                                              "pairs by PyPI's rule (0.25) and refuses it: compat data, not init",
 }
 
 

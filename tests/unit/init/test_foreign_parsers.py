@@ -324,3 +324,18 @@ def test_a_second_torch_pin_is_flagged() -> None:
     reading = read_requirements_text("torch==2.4.1\neinops\ntorch==2.5.1\n", "requirements.txt")
     assert file_facts(reading).torch == "2.4.1"
     assert any(n.entry == "torch==2.5.1" and n.outcome == "dropped" for n in reading.notes)
+
+
+def test_a_conda_forge_torchvision_built_for_the_locks_pytorch_is_re_paired_and_named() -> None:
+    from builder.init.read import read_conda_lock_data
+
+    lock = {"version": 1, "metadata": {"platforms": ["linux-64"], "channels": [{"url": "conda-forge"}]},
+            "package": [_locked("pytorch", "2.10.0", "cpu_mkl_py312_h0_104"),
+                        _locked("torchvision", "0.26.0", "cpu_py312_h0_0"), _locked("python", "3.12.8", "h0")]}
+    reading = read_conda_lock_data(lock, "conda-lock.yml")
+    with pytest.raises(UsageError, match="--upgrade"):
+        draft_from_environment(reading, "probe")
+    draft = draft_from_environment(read_conda_lock_data(lock, "conda-lock.yml"), "probe", upgrade=True)
+    assert (draft.data["torch"], draft.data["torchvision"]) == ("2.10.0", "0.25.0")
+    assert any(n.outcome == "upgraded" and n.reason.startswith("torchvision 0.26.0 -> 0.25.0") and
+               "channel built" in n.reason for n in draft.notes)
