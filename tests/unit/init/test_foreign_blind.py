@@ -48,7 +48,6 @@ COMPANIONS: dict[str, dict[str, str]] = load_data("torch_companions.yaml")["rele
 DEV_MISSES: dict[str, str] = {
     "nerfstudio--pixi.lock": "pyarrow, asked for in the manifest, is also a dependency of another locked package, "
                              "so the lock alone does not show it was asked for (the pixi.toml beside it does)",
-    "xtuner.Dockerfile": "flash-attention: a wheel built in another stage and unzipped into site-packages, lost",
 }
 
 

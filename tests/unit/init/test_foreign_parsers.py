@@ -339,3 +339,14 @@ def test_a_conda_forge_torchvision_built_for_the_locks_pytorch_is_re_paired_and_
     assert (draft.data["torch"], draft.data["torchvision"]) == ("2.10.0", "0.25.0")
     assert any(n.outcome == "upgraded" and n.reason.startswith("torchvision 0.26.0 -> 0.25.0") and
                "channel built" in n.reason for n in draft.notes)
+
+
+def test_a_wheel_the_image_builds_with_pip_wheel_is_named_by_where_it_is_built() -> None:
+    text = ("FROM nvcr.io/nvidia/pytorch:25.03-py3 AS build\nWORKDIR /src\n"
+            "RUN git clone https://github.com/org/fast-kernels.git && cd fast-kernels && pip wheel -w /wheels .\n"
+            "RUN cd /opt/extra-ops && pip wheel --no-deps -w /wheels .\n"
+            "FROM build\nRUN unzip /wheels/*.whl -d /usr/local/lib/python3.12/dist-packages\n")
+    reading = read_dockerfile_text(text, "Dockerfile")
+    named = {n.entry for n in reading.notes if n.outcome == "unmapped" and n.entry.startswith("pip wheel")}
+    assert named == {"pip wheel . (in https://github.com/org/fast-kernels.git)", "pip wheel . (in /opt/extra-ops)"}
+    assert reading.pip == []
