@@ -46,8 +46,6 @@ COMPANIONS: dict[str, dict[str, str]] = load_data("torch_companions.yaml")["rele
 # Dev cases envbuild still reads wrong, each with the kind of miss (the issue's items); the test keeps them
 # honest: one that passes must leave this list.
 DEV_MISSES: dict[str, str] = {
-    "nerfstudio--pixi.lock": "pyarrow, asked for in the manifest, is also a dependency of another locked package, "
-                             "so the lock alone does not show it was asked for (the pixi.toml beside it does)",
 }
 
 
