@@ -47,6 +47,8 @@ COMPANIONS: dict[str, dict[str, str]] = load_data("torch_companions.yaml")["rele
 # honest: one that passes must leave this list.
 DEV_MISSES: dict[str, str] = {
 }
+# Held-out, measured once batch 2's rules were final (not a target; a later rule change reads them again):
+# batch 1 52/62, batch 2 17/21 (15/18 without the files marked seen_before).
 
 
 def misses(case: dict[str, Any], out: Path) -> list[str]:
