@@ -392,7 +392,12 @@ def _choose_python(reading: Reading, release: TorchRelease | None, exact: str | 
     return chosen
 
 
-def _choose_torchvision(reading: Reading, release: TorchRelease | None, torch_upgraded: bool) -> str | None:
+def _choose_torchvision(reading: Reading, release: TorchRelease | None, torch_upgraded: bool,
+                        own_pairs: bool = False) -> str | None:
+    """The spec's torchvision. One that does not pair with the chosen torch is re-paired (an `upgraded`
+    note), also where the file's channel paired it its own way (`own_pairs`: conda-forge builds
+    torchvision against the pytorch its depends name, which the spec model, pairing by PyPI's table,
+    cannot hold)."""
     if reading.pip_torchvision is not None:
         text = reading.pip_torchvision_text or "torchvision"
         versions = [s.version for s in reading.pip_torchvision.specifier if s.operator in ("==", "===")]
@@ -402,10 +407,12 @@ def _choose_torchvision(reading: Reading, release: TorchRelease | None, torch_up
         exact = exact_version(reading.conda_torchvision.version)
     else:
         return None
-    if exact and release is not None and torch_upgraded and not paired_torchvision(release, exact) \
-            and release.torchvision_latest:
+    if exact and release is not None and (torch_upgraded or own_pairs) \
+            and not paired_torchvision(release, exact) and release.torchvision_latest:
+        why = "" if torch_upgraded else (f" (the file's channel built torchvision {exact} for torch "
+                                         f"{release.line}; a spec pairs torchvision by PyPI's releases)")
         reading.note(text, "upgraded", f"torchvision {exact} -> {release.torchvision_latest}, the pair of "
-                                       f"torch {release.line}")
+                                       f"torch {release.line}{why}")
         return release.torchvision_latest
     if exact:
         reading.note(text, "derived", f"torchvision {exact}")
@@ -556,7 +563,8 @@ def draft_from_environment(reading: Reading, name: str | None = None, compat: Co
     # a companion of another torch release is re-paired (written with --upgrade), except on conda-forge,
     # whose builds pair by their own depends (a lock's pair is right by construction)
     repair = torch_upgraded or route is not Route.CONDA_FORGE
-    torchvision = _choose_torchvision(reading, release, repair)
+    locked = reading.kind in ("pixi.lock", "conda-lock.yml", "conda list")  # pairs solved by the channel
+    torchvision = _choose_torchvision(reading, release, repair, own_pairs=locked and route is Route.CONDA_FORGE)
     _unpin_torch_pairs(reading, release, only_unpaired=not torch_upgraded, repair=repair)
     _unpin_other_torch_builds(reading, release)
     if reading.python and python_exact and python == python_exact:

@@ -263,6 +263,8 @@ def _read_command(reading: Reading, words: list[str], stage: _Stage) -> None:
         if install.tool == "mim":
             reading.note(command, "assumed", "`mim install` picks OpenMMLab's build for the torch and CUDA it finds; "
                                              "the spec lists the packages by name, which pip builds from source")
+    elif install.tool == "pip-wheel":
+        _read_pip_wheel(reading, list(install.words), stage)
     elif install.tool == "conda":
         _read_conda_install(reading, list(install.words))
         _read_conda_file_flags(reading, install, stage)
@@ -311,6 +313,17 @@ def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None
                          "build it in your job once the env exists")
         else:
             read_pip_text(reading, package)
+
+
+def _read_pip_wheel(reading: Reading, words: list[str], stage: _Stage) -> None:
+    """`pip wheel -w DIR PACKAGE`: a wheel built in the image, which a later step installs or unzips into
+    site-packages; named by the folder it is built from (its clone's repository, or the folder itself)."""
+    for package in pip_arguments(words)[1]:
+        local = package.startswith((".", "/"))
+        where = stage.clone_of(package) or (posixpath.normpath(posixpath.join(stage.cwd, package)) if local else "")
+        reading.note(f"pip wheel {package}" + (f" (in {where})" if where else ""), "unmapped",
+                     "a wheel built in the image and installed from it by hand; publish it to an index and pin it "
+                     "by version, or build it in your job once the env exists")
 
 
 def _read_pip_option(reading: Reading, option: str, stage: _Stage) -> None:

@@ -28,7 +28,7 @@ PIP_VALUE_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links
 
 @dataclass(frozen=True)
 class Install:
-    tool: str  # pip, conda, conda-env (an env file), mim
+    tool: str  # pip, pip-wheel (`pip wheel`: a wheel the image installs later), conda, conda-env (an env file), mim
     words: tuple[str, ...]  # the words after the installer's verb
     text: str  # the command as written
 
@@ -75,8 +75,8 @@ def find_install(words: list[str], text: str) -> Install | None:
         tool = word.rsplit("/", 1)[-1]
         verb = words[index + 1] if index + 1 < len(words) else ""
         rest = tuple(words[index + 2:])
-        if re.fullmatch(r"pip[0-9.]*", tool) and verb == "install":
-            return Install("pip", rest, text)
+        if re.fullmatch(r"pip[0-9.]*", tool) and verb in ("install", "wheel"):
+            return Install("pip" if verb == "install" else "pip-wheel", rest, text)
         if tool in CONDA_TOOLS and verb in ("install", "create"):
             return Install("conda", rest, text)
         if tool in CONDA_TOOLS and verb == "env" and rest[:1] in (("create",), ("update",)):

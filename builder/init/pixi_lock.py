@@ -5,19 +5,23 @@ Every version lists, per environment, its channels and per platform the URL of e
 Version 7 names its platforms (`p1`, `linux-64`) in a `platforms:` list with the virtual packages each
 declared (`__cuda=12`, `__cuda_arch=8.6`). Torch, its CUDA, torchvision and Python are read from their
 builds; of the rest, the packages that no other locked package depends on (the file's `packages:` records list
-each one's `depends` / `requires_dist`) are what the manifest asked for: they are kept at their locked
-versions (a wheel) or named (a pypi package from git or a folder). Everything else is their dependencies.
+each one's `depends` / `requires_dist`) are what the manifest asked for, and so is any package the manifest
+beside the lock names (a lock alone cannot tell an asked-for package that another also depends on): they are
+kept at their locked versions (a wheel) or named (a pypi package from git or a folder). Everything else is their
+dependencies.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from builder.errors import UsageError
 from builder.init.reading import Reading, read_channel_list, read_conda_text, read_pip_text
-from builder.init.variants import Variant, VariantsReading
+from builder.init.variants import Variant, VariantsReading, read_toml_file
 from builder.specs.cuda import CudaVersion
 
 LOCK_VERSIONS = (4, 5, 6, 7)
@@ -33,7 +37,9 @@ class LockPlatform:
     virtual: dict[str, str]
 
 
-def read_pixi_lock_data(data: Any, source: str) -> VariantsReading:
+def read_pixi_lock_data(data: Any, source: str, asked: frozenset[str] = frozenset()) -> VariantsReading:
+    """`asked`: the package names the manifest beside the lock asks for (kept even where another locked
+    package also depends on them)."""
     reading = VariantsReading(source, kind="pixi.lock")
     version = data.get("version") if isinstance(data, dict) else None
     if version not in LOCK_VERSIONS:
@@ -47,7 +53,7 @@ def read_pixi_lock_data(data: Any, source: str) -> VariantsReading:
     records = _records(data.get("packages"))
     for name, body in environments.items():
         if isinstance(body, dict):
-            _read_environment(reading, str(name), body, platforms, records)
+            _read_environment(reading, str(name), body, platforms, (records, asked))
     reading.note("(the whole file)", "assumed", "a lock, mostly dependencies: torch, its CUDA and Python were read "
                                                "per environment, and the packages no other locked package "
                                                "depends on (what the manifest asked for) kept at their locked "
@@ -82,7 +88,8 @@ def _records(entries: Any) -> dict[str, dict[str, Any]]:
 
 
 def _read_environment(reading: VariantsReading, name: str, body: dict[str, Any],
-                      platforms: dict[str, LockPlatform], records: dict[str, dict[str, Any]]) -> None:
+                      platforms: dict[str, LockPlatform],
+                      known: tuple[dict[str, dict[str, Any]], frozenset[str]]) -> None:
     packages: dict[str, Any] = body["packages"] if isinstance(body.get("packages"), dict) else {}
     locked = {str(p): platforms.get(str(p), LockPlatform(str(p), str(p), {})) for p in packages}
     subdirs = [p.subdir for p in locked.values()]
@@ -91,7 +98,7 @@ def _read_environment(reading: VariantsReading, name: str, body: dict[str, Any],
     for platform in chosen:
         label = f"environment {name}" + (f" on {platform.name}" if len(chosen) > 1 else "")
         variant = _read_locked(reading, label, body, platform, packages.get(platform.name) or [])
-        _read_requested(variant.reading, packages.get(platform.name) or [], records)
+        _read_requested(variant.reading, packages.get(platform.name) or [], *known)
         if variant.reading.conda_torch is None and variant.reading.pip_torch is None:
             reading.note(label, "dropped", "no torch locked in it")
             continue
@@ -168,9 +175,10 @@ READ_ELSEWHERE = {*LOCKED_TORCH, "torchvision", "python", "cuda-version", "pytor
                   "python_abi", "torch"}
 
 
-def _read_requested(reading: Reading, entries: list[Any], records: dict[str, dict[str, Any]]) -> None:
-    """The packages of one platform that no other locked package depends on: conda ones kept at their locked
-    version, wheels pinned, a pypi package from git or a folder named."""
+def _read_requested(reading: Reading, entries: list[Any], records: dict[str, dict[str, Any]],
+                    asked: frozenset[str] = frozenset()) -> None:
+    """The packages of one platform that no other locked package depends on, or that the manifest asks for:
+    conda ones kept at their locked version, wheels pinned, a pypi package from git or a folder named."""
     locked = [(kind, str(entry[kind])) for entry in entries if isinstance(entry, dict)
               for kind in ("conda", "pypi") if entry.get(kind)]
     named = {url: _locked_name(kind, url, records.get(url, {})) for kind, url in locked}
@@ -178,7 +186,7 @@ def _read_requested(reading: Reading, entries: list[Any], records: dict[str, dic
               for d in records.get(url, {}).get(key) or []}
     for kind, url in locked:
         name = named[url]
-        if not name or name in needed or name in READ_ELSEWHERE or name.startswith("_"):
+        if not name or (name in needed and name not in asked) or name in READ_ELSEWHERE or name.startswith("_"):
             continue
         version = str(records.get(url, {}).get("version") or "")
         if kind == "conda":
@@ -201,3 +209,36 @@ def _locked_name(kind: str, url: str, record: dict[str, Any]) -> str:
 def _requirement_name(text: str) -> str:
     """`llvm-openmp >=9.0.1`, `numpy>=1.0 ; extra == 'x'` -> the package's name, lowercased, `_` as `-`."""
     return re.split(r"[\s<>=!~;\[(]", text.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def manifest_beside(lock: Path) -> frozenset[str]:
+    """The package names the pixi manifest beside a lock asks for (`pixi.toml`, or a pyproject.toml with
+    `[tool.pixi]`, under the lock's own name stem): its dependencies and pypi-dependencies, its features'
+    and its targets'. Empty when none sits there or it is no manifest."""
+    stem = lock.name[: -len("pixi.lock")] if lock.name.endswith("pixi.lock") else ""
+    for name in ("pixi.toml", "pyproject.toml"):
+        path = lock.with_name(stem + name)
+        if not path.is_file():
+            continue
+        try:
+            data = read_toml_file(path, name)
+        except UsageError:
+            return frozenset()
+        table = data if name == "pixi.toml" else (data.get("tool") or {}).get("pixi") or {}
+        return frozenset(_requirement_name(str(key)) for section in _manifest_sections(table)
+                         for key in section)
+    return frozenset()
+
+
+def _manifest_sections(table: Any) -> list[dict[str, Any]]:
+    """The dependency tables of a manifest: top level, each feature's and each target's within them."""
+    if not isinstance(table, dict):
+        return []
+    scopes = [table, *_values(table.get("feature")), *_values(table.get("target"))]
+    scopes += [target for scope in list(scopes[1:]) for target in _values(scope.get("target"))]
+    return [section for scope in scopes for key in ("dependencies", "pypi-dependencies")
+            if isinstance(section := scope.get(key), dict)]
+
+
+def _values(table: Any) -> list[dict[str, Any]]:
+    return [v for v in table.values() if isinstance(v, dict)] if isinstance(table, dict) else []

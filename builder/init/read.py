@@ -16,7 +16,7 @@ from typing import Any
 from builder.errors import UsageError
 from builder.formats.conda_lock import LockedPackage, parse_lock
 from builder.init.dockerfile import read_dockerfile
-from builder.init.pixi_lock import read_pixi_lock_data
+from builder.init.pixi_lock import manifest_beside, read_pixi_lock_data
 from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.platform_hints import keep_file_platform
 from builder.init.read_requirements import read_requirements
@@ -62,7 +62,8 @@ def read_source(path: Path, allow_outside: bool = False) -> Reading:
         return read_pixi_manifest_data(data, str(path)) if kind == "pixi.toml" else read_pyproject_data(data, str(path))
     if kind == "pixi.lock":
         return read_pixi_lock_data(read_yaml(path, kind, UsageError, "give envbuild the pixi.lock pixi wrote",
-                                             limit=MAX_LOCK_BYTES, max_nodes=MAX_EXPANDED_NODES), str(path))
+                                             limit=MAX_LOCK_BYTES, max_nodes=MAX_EXPANDED_NODES), str(path),
+                                   manifest_beside(path))
     data = read_yaml_file(path, kind)
     if kind == "conda-lock.yml" or (isinstance(data, dict) and "package" in data and "dependencies" not in data):
         return read_conda_lock_data(data, str(path))

@@ -112,6 +112,8 @@ class Reading:
     pip_requirement_lines: list[str] = field(default_factory=list)  # every pip requirement as read (markers settled)
     rejected_lines: list[tuple[str, str]] = field(default_factory=list)  # (line, why pip stops there)
     ignored_options: list[tuple[str, str]] = field(default_factory=list)  # (line, an option pip ignores there)
+    # `extra dev: torch==2.7.1`: a pin of torch in an optional extra next to the project's own torch
+    torch_in_extras: list[str] = field(default_factory=list)
 
     def note(self, entry: str, outcome: Outcome, reason: str) -> None:
         if Note(entry, outcome, reason) not in self.notes:  # the same index line on every requirement

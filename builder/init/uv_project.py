@@ -219,6 +219,7 @@ def _torch_extras(reading: Reading, project: Project) -> tuple[str, ...]:
             continue
         for requirement in candidate.requirements:
             if _name_of(requirement) == "torch" and _has_torch(project.base):
+                reading.torch_in_extras.append(f"{candidate.label}: {requirement}")
                 reading.note(f"{candidate.label}: {requirement}", "dropped",
                              "an optional extra's torch, not the project's; the spec keeps [project] "
                              "dependencies' torch (installing the extra would move torch to this pin)")

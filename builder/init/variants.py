@@ -68,7 +68,8 @@ class VariantsReading(Reading):
         for variant in self.variants:
             reading = variant.reading
             for name in ("raw_channels", "conda_names", "pip_names", "unpinned", "legacy_markers",
-                         "conda_forge_markers", "hints", "pip_index_hints", "locked_cuda", "channels"):
+                         "conda_forge_markers", "hints", "pip_index_hints", "locked_cuda", "channels",
+                         "torch_in_extras"):
                 merged = getattr(self, name)
                 merged.extend(item for item in getattr(reading, name) if item not in merged)
             self.has_pip_section = self.has_pip_section or reading.has_pip_section

@@ -123,8 +123,14 @@ def torch_in_both(subject: LintSubject) -> Iterator[Finding]:
                       f"let route {spec.route.value} install it and remove it from `{where}`", where)
 
 
-@LINT.rule("lint.torch.pinned-in-extras", "torch listed among a spec's conda extras")
+@LINT.rule("lint.torch.pinned-in-extras", "torch listed among a spec's conda extras or a project's optional extras")
 def torch_in_extras(subject: LintSubject) -> Iterator[Finding]:
+    if subject.reading is not None:
+        for entry in subject.reading.torch_in_extras:
+            yield finding(subject, "lint.torch.pinned-in-extras", "warning",
+                          f"{entry!r} pins torch in an optional extra: installing the extra moves the project's "
+                          "torch to that pin", "pin torch once, in the project's dependencies",
+                          "optional-dependencies", entry)
     spec = subject.spec
     if spec is None or spec.route is Route.PIP:
         return

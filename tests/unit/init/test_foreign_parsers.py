@@ -107,7 +107,7 @@ def test_a_base_image_that_states_its_torch_is_read_as_its_source(image: str, to
 
 
 def test_an_ngc_release_missing_from_the_table_is_refused_by_name() -> None:
-    image = "nvcr.io/nvidia/pytorch:21.08-py3"
+    image = "nvcr.io/nvidia/pytorch:23.06-py3"
     reading = read_dockerfile_text(f"FROM {image}\nRUN pip install einops\n", "Dockerfile")
     assert (file_facts(reading).torch, file_facts(reading).torch_from) == ("", "base-image")
     with pytest.raises(UsageError, match=f"torch comes from the base image {image} .*not in envbuild's NGC table"):
@@ -324,3 +324,29 @@ def test_a_second_torch_pin_is_flagged() -> None:
     reading = read_requirements_text("torch==2.4.1\neinops\ntorch==2.5.1\n", "requirements.txt")
     assert file_facts(reading).torch == "2.4.1"
     assert any(n.entry == "torch==2.5.1" and n.outcome == "dropped" for n in reading.notes)
+
+
+def test_a_conda_forge_torchvision_built_for_the_locks_pytorch_is_re_paired_and_named() -> None:
+    from builder.init.read import read_conda_lock_data
+
+    lock = {"version": 1, "metadata": {"platforms": ["linux-64"], "channels": [{"url": "conda-forge"}]},
+            "package": [_locked("pytorch", "2.10.0", "cpu_mkl_py312_h0_104"),
+                        _locked("torchvision", "0.26.0", "cpu_py312_h0_0"), _locked("python", "3.12.8", "h0")]}
+    reading = read_conda_lock_data(lock, "conda-lock.yml")
+    with pytest.raises(UsageError, match="--upgrade"):
+        draft_from_environment(reading, "probe")
+    draft = draft_from_environment(read_conda_lock_data(lock, "conda-lock.yml"), "probe", upgrade=True)
+    assert (draft.data["torch"], draft.data["torchvision"]) == ("2.10.0", "0.25.0")
+    assert any(n.outcome == "upgraded" and n.reason.startswith("torchvision 0.26.0 -> 0.25.0") and
+               "channel built" in n.reason for n in draft.notes)
+
+
+def test_a_wheel_the_image_builds_with_pip_wheel_is_named_by_where_it_is_built() -> None:
+    text = ("FROM nvcr.io/nvidia/pytorch:25.03-py3 AS build\nWORKDIR /src\n"
+            "RUN git clone https://github.com/org/fast-kernels.git && cd fast-kernels && pip wheel -w /wheels .\n"
+            "RUN cd /opt/extra-ops && pip wheel --no-deps -w /wheels .\n"
+            "FROM build\nRUN unzip /wheels/*.whl -d /usr/local/lib/python3.12/dist-packages\n")
+    reading = read_dockerfile_text(text, "Dockerfile")
+    named = {n.entry for n in reading.notes if n.outcome == "unmapped" and n.entry.startswith("pip wheel")}
+    assert named == {"pip wheel . (in https://github.com/org/fast-kernels.git)", "pip wheel . (in /opt/extra-ops)"}
+    assert reading.pip == []

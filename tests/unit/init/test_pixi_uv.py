@@ -665,6 +665,27 @@ def test_a_pixi_locks_packages_no_other_depends_on_are_kept_or_named() -> None:
     assert any(n.entry == git and n.outcome == "unmapped" for n in variant.notes)
 
 
+def test_a_package_the_manifest_beside_the_lock_asks_for_is_kept_though_another_depends_on_it(
+        tmp_path: Path) -> None:
+    from builder.init.pixi_lock import manifest_beside, read_pixi_lock_data
+
+    cf = "https://conda.anaconda.org/conda-forge/linux-64"
+    files = ["pytorch-2.8.0-cpu_mkl_py313_h1_102", "pyarrow-15.0.2-h1_0", "pandas-2.2.3-h1_0",
+             "python-3.13.9-h1_0_cp313"]
+    data = {"version": 6, "environments": {"default": {
+        "channels": [{"url": "https://conda.anaconda.org/conda-forge/"}],
+        "packages": {"linux-64": [{"conda": f"{cf}/{f}.conda"} for f in files]}}},
+        "packages": [{"conda": f"{cf}/{files[2]}.conda", "depends": ["pyarrow >=10"]}]}
+    assert read_pixi_lock_data(data, "pixi.lock").variants[0].reading.conda == ["pandas=2.2.3"]
+    (tmp_path / "pixi.toml").write_text('[workspace]\nname = "p"\n[dependencies]\npandas = "*"\n'
+                                        '[feature.io.dependencies]\npyarrow = ">=15"\n', encoding="utf-8")
+    asked = manifest_beside(tmp_path / "pixi.lock")
+    assert asked == {"pandas", "pyarrow"}
+    assert read_pixi_lock_data(data, "pixi.lock", asked).variants[0].reading.conda == ["pyarrow=15.0.2",
+                                                                                      "pandas=2.2.3"]
+    assert manifest_beside(tmp_path / "other" / "pixi.lock") == frozenset()
+
+
 def test_a_manifests_platforms_other_than_linux_are_told_they_get_nothing(tmp_path: Path) -> None:
     from builder.init.importer import init_spec
 

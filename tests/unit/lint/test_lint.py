@@ -63,6 +63,16 @@ def test_torch_pinned_in_conda_extras_is_a_warning() -> None:
     assert findings(conda=["pytorch=2.7.1"]) == [("warning", "lint.torch.pinned-in-extras")]
 
 
+def test_torch_pinned_in_a_projects_optional_extra_is_a_warning(tmp_path: Path) -> None:
+    project = ('[project]\nname = "demo"\nversion = "1"\ndependencies = ["torch>=2.4", "einops"]\n'
+               '[project.optional-dependencies]\ndev = ["pytest", "torch==2.7.1"]\ndocs = ["sphinx"]\n')
+    (tmp_path / "pyproject.toml").write_text(project, encoding="utf-8")
+    found = [f for f in lint_path(tmp_path / "pyproject.toml") if f.rule == "lint.torch.pinned-in-extras"]
+    assert [(f.severity.value, f.evidence) for f in found] == [("warning", "extra dev: torch==2.7.1")]
+    (tmp_path / "pyproject.toml").write_text(project.replace(', "torch==2.7.1"', ""), encoding="utf-8")
+    assert not [f for f in lint_path(tmp_path / "pyproject.toml") if f.rule == "lint.torch.pinned-in-extras"]
+
+
 def test_legacy_channel_mixed_with_conda_forge_pytorch_warns() -> None:
     assert findings(channels=["conda-forge", "pytorch"]) == [("warning", "lint.channels.legacy-with-conda-forge")]
     assert ("warning", "lint.channels.legacy-with-conda-forge") in findings(
