@@ -57,6 +57,7 @@ SPEC = REPO / "envs" / "pytorch.yaml"
 class Outcome:
     file: str
     split: str
+    batch: int
     verdicts_right: bool
     kind_right: bool
     why: str
@@ -102,7 +103,8 @@ def judge(case: dict[str, Any], targets: list[Target], folder: Path) -> tuple[Ou
     def scored(wanted: dict[str, str]) -> Outcome:
         wrong = [f"{key}: {got.get(_key(key))!r} (expected {want!r})" for key, want in wanted.items()
                  if got.get(_key(key)) != want]
-        return Outcome(case["file"], case["split"], not wrong, kind_right, "; ".join(wrong + kind_wrong))
+        return Outcome(case["file"], case["split"], case.get("batch", 1), not wrong, kind_right,
+                       "; ".join(wrong + kind_wrong))
 
     return scored(_labels(expect, False)), scored(_labels(expect, True))
 
@@ -146,19 +148,22 @@ def main(argv: list[str] | None = None) -> int:
         elif not outcome.passed and args.verbose:
             print(f"{outcome.split} FAIL {outcome.file}: {outcome.why}")
 
-    def count(split: str, right: str = "passed", scored: list[Outcome] = outcomes) -> str:
-        mine = [o for o in scored if o.split == split]
+    def count(split: str, right: str = "passed", scored: list[Outcome] = outcomes, batch: int = 1) -> str:
+        mine = [o for o in scored if o.split == split and o.batch == batch]
         return f"{sum(getattr(o, right) for o in mine)}/{len(mine)}"
 
+    def held(right: str = "passed", scored: list[Outcome] = outcomes, batch: int = 1) -> str:
+        return "" if args.split == "dev" else f" heldout={count('heldout', right, scored, batch)}"
+
     print(f"nvidia-smi: {total - len(misses)}/{total}")
-    held = "" if args.split == "dev" else f" heldout={count('heldout')}"
-    print(f"hosts: dev={count('dev')}{held}")
-    held = "" if args.split == "dev" else f" heldout={count('heldout', 'verdicts_right')}"
-    print(f"hosts, verdicts alone: dev={count('dev', 'verdicts_right')}{held}")
-    held = "" if args.split == "dev" else f" heldout={count('heldout', scored=as_first_written)}"
+    print(f"hosts: dev={count('dev')}{held()}")
+    print(f"hosts, verdicts alone: dev={count('dev', 'verdicts_right')}{held('verdicts_right')}")
     relabelled = sum("relabelled" in case for case in cases)
     print(f"hosts, labels as first written ({relabelled} relabelled): "
-          f"dev={count('dev', scored=as_first_written)}{held}")
+          f"dev={count('dev', scored=as_first_written)}{held(scored=as_first_written)}")
+    print(f"hosts-batch2: dev={count('dev', batch=2)}{held(batch=2)}")
+    print(f"hosts-batch2, verdicts alone: dev={count('dev', 'verdicts_right', batch=2)}"
+          f"{held('verdicts_right', batch=2)}")
     return 0
 
 
