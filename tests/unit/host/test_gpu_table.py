@@ -85,3 +85,14 @@ def test_board_names_with_dashes_are_not_vgpu_types() -> None:
                  "NVIDIA H100 80GB HBM3", "Tesla V100-PCIE..."):
         assert vgpu_board(name) is None, name
     assert model_capability("NVIDIA A100-SXM4-80GB").how == "model name"
+
+
+@pytest.mark.parametrize(("name", "capability"), [
+    # Notebook boards public pastes name that NVIDIA's pages no longer list (the data's not_listed, sourced).
+    ("GeForce 920M", (3, 5)), ("GeForce GT 540M", (2, 1)), ("GeForce GTX 870M", (3, 0)),
+    ("NVIDIA GeForce MX450", (7, 5)), ("NVIDIA GeForce MX570", (8, 6)),
+])
+def test_notebook_boards_outside_nvidias_pages_read_from_the_data(name: str, capability: tuple[int, int]) -> None:
+    assert model_capability(name).capability == capability
+    # A name made from two chips of different capabilities stays unknown.
+    assert model_capability("NVIDIA GeForce GTX 860M").capability is None
