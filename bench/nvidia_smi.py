@@ -26,6 +26,14 @@ dev=21/26 heldout=11/16 (verdicts alone 24/26, 14/16); as first written dev=17/2
 The held-out misses left: pastes that show no sign of the container around nvidia-smi's output (2), one capture
 holding two machines (a container's failure and the host's header), a CSV capture whose header doctor does not
 take for a GPU listing, and a bare failure line.
+
+Batch 2 (`hosts-batch2:`, 26 captures: 15 dev, 11 held out), a fresh sample from repositories batch 1 did not
+walk, fixed and labelled before doctor ran on it because batch 1's held-out reasons had been read. Before any
+batch-2 rule: hosts-batch2 dev=9/15 heldout=7/11 (verdicts alone 13/15, 11/11). Rules from its dev cases only
+(vGPU type names, CUDA from forward-compatibility libraries, pods in the replay): dev=12/15 heldout=9/11
+(verdicts alone 15/15, 11/11); batch 1 then dev=22/26 heldout=11/16 (one dev label corrected, the K80's 11.8).
+Batch 2's held-out misses: two pastes from pods that show only the pod's prompt (a notebook user, a Deployment
+pod's hostname), no marker of a container.
 """
 
 from __future__ import annotations
