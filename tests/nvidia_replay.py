@@ -80,7 +80,11 @@ _POSIX_SHELL = re.compile(r"^(?:\S+@\S+:\S*\s*[$#]|\[\S+@\S+ [^\]]*\][$#]|[$#] ?
 _CONTAINER_CONTEXT = (
     ("a prompt of Docker's container-id hostname", re.compile(r"^\S+@[0-9a-f]{12}:", re.M)),
     ("nvidia-smi run by `docker run`", re.compile(r"docker run\b[^\n]*nvidia-smi")),
-    ("a pod's log", re.compile(r"kubectl logs|\bstd(?:out|err) F ")),
+    ("a pod's log", re.compile(r"\bkubectl\b[^\n]*\slogs\b|\bstd(?:out|err) F ")),
+    # A shell opened in a pod: what runs after `kubectl exec`/`oc exec ... -- bash` runs in that container.
+    ("a shell in a pod (`kubectl exec`/`oc exec`)", re.compile(r"\b(?:kubectl|oc) exec\b[^\n]*\s--\s+(?:ba)?sh\b")),
+    # text-generation-launcher --env names the image it runs in; outside the image the label is N/A.
+    ("text-generation-launcher run in its image (Docker label)", re.compile(r"^Docker label: sha-[0-9a-f]+", re.M)),
     # The NVIDIA device plugin's first line: it runs only as a DaemonSet pod, so its log is a container's.
     ("the NVIDIA device plugin's log (a pod)", re.compile(r"^(?:\S+ )*Loading NVML\s*$", re.M | re.I)),
 )

@@ -441,7 +441,8 @@ def _device_entry(entry: str) -> bool:
 
 def judge_targets(facts: HostFacts, targets: list[Target], compat: CompatData) -> list[TargetVerdict]:
     windows = _runs_the_windows_driver(facts.kind)
-    drivers = {t.key: _driver_verdict(facts.driver, t, _floors(t, compat, windows))
+    reported = _reported_cuda(facts.driver, compat, windows)
+    drivers = {t.key: _driver_verdict(facts.driver, t, _floors(t, compat, windows), reported)
                for t in targets if t.cuda and facts.has_driver}
     return [_judge_with_gpus(facts, target, targets, drivers, compat) for target in targets]
 
@@ -588,19 +589,45 @@ def _floors(target: Target, compat: CompatData, windows: bool) -> DriverFloors:
     return DriverFloors(minimum or linux.minimum, full or linux.full, note)
 
 
-def _driver_verdict(driver: DriverReading, target: Target, floors: DriverFloors) -> tuple[str, HostCheck]:
+@dataclass(frozen=True)
+class ReportedCuda:
+    """The CUDA version the driver reported, as far as it is the driver's own."""
+
+    version: CudaVersion | None  # None: none reported, or not the driver's (forward compatibility)
+    note: str = ""  # why a reported version is set aside
+
+
+def _reported_cuda(driver: DriverReading, compat: CompatData, windows: bool) -> ReportedCuda:
+    """nvidia-smi's CUDA version, unless the driver's own number is older than every driver of that CUDA major:
+    then the version comes from forward-compatibility libraries (cuda-compat) of this environment, an NGC image's
+    for one, which envbuild's images do not carry, so the driver's number decides."""
+    if driver.cuda is None:
+        return ReportedCuda(None)
+    reported = CudaVersion(*driver.cuda)
+    floor = compat.min_windows_driver(reported) if windows else compat.min_driver(reported)
+    if not driver.driver_version or not floor or at_least(driver.driver_version, floor):
+        return ReportedCuda(reported)
+    return ReportedCuda(None, f"; its CUDA {driver.cuda_text} comes from forward-compatibility libraries of this "
+                        f"environment (driver {driver.driver_version} is older than every CUDA {reported.major}.x "
+                        f"driver, >= {floor}), which envbuild's images do not carry")
+
+
+def _driver_verdict(driver: DriverReading, target: Target, floors: DriverFloors,
+                    reported: ReportedCuda) -> tuple[str, HostCheck]:
     """Can this driver run the CUDA runtime of `target`? (compat.yaml: min_driver, full_compat_driver)
 
     The driver runs a runtime fully when it reports that CUDA version or newer, or is at least the
     driver of the target's toolkit release; it runs it under minor-version compatibility when it is at
-    least the oldest driver of that CUDA major; otherwise the runtime does not start at all.
+    least the oldest driver of that CUDA major; otherwise the runtime does not start at all. A CUDA version
+    that forward-compatibility libraries report (`_reported_cuda`) does not count.
     """
     cuda = target.cuda
     assert cuda is not None  # a CPU build needs no driver
     full, minimum = floors.full, floors.minimum
     version = driver.driver_version
     says = f"driver {version or '(version unknown)'}" + (f" (CUDA {driver.cuda_text})" if driver.cuda else "")
-    supported = CudaVersion(*driver.cuda) if driver.cuda is not None else None
+    says += reported.note
+    supported = reported.version
     if (supported is not None and supported >= cuda) or (version and at_least(version, full)):
         return RUNS, HostCheck(OK, "driver", f"{says} runs CUDA {cuda} builds")
     if version and minimum:
@@ -613,10 +640,11 @@ def _driver_verdict(driver: DriverReading, target: Target, floors: DriverFloors)
             f"{says} runs CUDA {cuda} builds only under minor-version compatibility (no PTX JIT, newer CUDA "
             f"APIs may fail){floors.note}",
             f"update the NVIDIA driver to >= {full}")
-    if driver.cuda is not None:
+    if supported is not None:
         cause = f"the driver supports CUDA {driver.cuda_text}, so CUDA {cuda} builds cannot run"
     else:
-        cause = f"driver {version} is older than every CUDA {cuda.major}.x driver, so CUDA {cuda} builds cannot run"
+        cause = (f"driver {version}{reported.note} is older than every CUDA {cuda.major}.x driver, so CUDA {cuda} "
+                 "builds cannot run")
     return NEEDS_NEWER_DRIVER, HostCheck(FAIL, "driver", f"{cause} (they need driver >= {minimum}){floors.note}",
                                        f"update the NVIDIA driver to >= {minimum} (>= {full} for full compatibility)")
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from builder.specs.gpus import vgpu_board
 from builder.yamlio import data_text
 from smoke.driver import DriverReading
 from smoke.gpu_compat import failures_only_on, signs_of
@@ -128,7 +129,7 @@ def read_host_kind(probe: HostProbe, driver: DriverReading, board_names: tuple[s
                    mig_on: bool = False) -> HostKind:
     """The host's kind from the strongest source that names one: the OS's own word, then its markers, then what
     nvidia-smi printed. Every kind the sources name is kept (`also`), the first of them is the kind."""
-    named = _named_kinds(probe, driver)
+    named = _named_kinds(probe, driver, board_names)
     kind, source = _strongest(named)
     entry = _kinds_data()["kinds"][kind]
     return HostKind(name=kind, source=source, means=entry["means"], fix=entry.get("fix"),
@@ -137,7 +138,7 @@ def read_host_kind(probe: HostProbe, driver: DriverReading, board_names: tuple[s
                     kernel_module=_module_version(probe.proc_driver_version))
 
 
-def _named_kinds(probe: HostProbe, driver: DriverReading) -> list[tuple[str, str]]:
+def _named_kinds(probe: HostProbe, driver: DriverReading, board_names: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """Every (kind, source) the sources name, strongest first."""
     signs = set(driver.smi_signs)
     named: list[tuple[str, str]] = []
@@ -152,12 +153,20 @@ def _named_kinds(probe: HostProbe, driver: DriverReading) -> list[tuple[str, str
     named += [("wsl", f"nvidia-smi: {sign}") for sign in sorted(signs & set(WSL_SIGNS))]
     if "wddm" in signs and probe.system is None:
         named.append(("windows", "nvidia-smi: the Windows driver model (WDDM/TCC)"))
-    return named + _later_kinds(probe, driver, signs)
+    return named + _vgpu_named(signs, board_names) + _later_kinds(probe, driver, signs)
+
+
+def _vgpu_named(signs: set[str], board_names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """A vGPU guest: -q's vGPU block, or a GPU named by its vGPU type (GRID A100D-20C, T4-16Q)."""
+    if "vgpu" in signs:
+        return [("vgpu", "nvidia-smi -q: vGPU")]
+    typed = next((name for name in board_names if vgpu_board(name)), None)
+    return [("vgpu", f"GPU {typed}: a vGPU type's name")] if typed else []
 
 
 def _later_kinds(probe: HostProbe, driver: DriverReading, signs: set[str]) -> list[tuple[str, str]]:
-    """The kinds named after Windows, containers and WSL: a vGPU guest, FreeBSD, Linux."""
-    named = [("vgpu", "nvidia-smi -q: vGPU")] if "vgpu" in signs else []
+    """The kinds named after Windows, containers, WSL and a vGPU guest: FreeBSD, Linux."""
+    named: list[tuple[str, str]] = []
     if probe.system == "FreeBSD":
         named.append(("freebsd", "the OS (platform.system)"))
     if probe.system == "Linux":

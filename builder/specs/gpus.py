@@ -87,23 +87,51 @@ def parse_capability(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+@lru_cache(maxsize=1)
+def _vgpu_type() -> re.Pattern[str]:
+    return re.compile(str(_gpu_data()["vgpu_types"]["pattern"]))
+
+
+def vgpu_board(name: str) -> str | None:
+    """The board a vGPU type names ("GRID A100D-20C" -> "A100", "RTX6000-24Q" -> "RTX 6000"); None when the
+    name is not a vGPU type's."""
+    match = _vgpu_type().match(name.strip().upper())
+    return None if match is None else re.sub(r"^RTX ?", "RTX ", match.group("board"))
+
+
 def model_capability(name: str) -> ModelCapability:
     """The compute capability a board's name tells (as nvidia-smi or NVML print it, cut names included)."""
+    board = vgpu_board(name)
+    if board is not None:
+        return _vgpu_capability(board)
     stripped = name.rstrip()
     if stripped.endswith("..."):
         return _cut_name_capability(stripped[:-3])
     words = _words(name)
+    listed = _listed_capability(words)
+    if listed is not None:
+        return listed
+    joined = " ".join(words)
+    for pattern, capability, generation in _generations():
+        if pattern.search(joined):
+            return ModelCapability(capability, f"generation {generation}", (capability,))
+    return ModelCapability(None, None)
+
+
+def _listed_capability(words: tuple[str, ...]) -> ModelCapability | None:
+    """The longest listed name among the board's words; None when no listed name is."""
     for model, capabilities in _models():
         for start in range(len(words) - len(model) + 1):
             if words[start:start + len(model)] == model:
                 if len(capabilities) == 1:
                     return ModelCapability(capabilities[0], "model name", capabilities)
                 return ModelCapability(None, None, capabilities)
-    joined = " ".join(words)
-    for pattern, capability, generation in _generations():
-        if pattern.search(joined):
-            return ModelCapability(capability, f"generation {generation}", (capability,))
-    return ModelCapability(None, None)
+    return None
+
+
+def _vgpu_capability(board: str) -> ModelCapability:
+    told = model_capability(board)
+    return told._replace(how=f"vGPU type of {board}") if told.how else told
 
 
 def _cut_name_capability(prefix: str) -> ModelCapability:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from builder.specs.gpus import listed_boards, model_capability
+from builder.specs.gpus import listed_boards, model_capability, vgpu_board
 
 pytestmark = pytest.mark.unit
 
@@ -66,3 +66,33 @@ def test_boards_newer_than_the_table_follow_their_generation(name: str, capabili
 def test_names_no_rule_knows_stay_unknown() -> None:
     for name in ("NVIDIA GeForce MX130", "Radeon RX 7900", "NVIDIA Mystery GPU"):
         assert model_capability(name).capability is None
+
+
+@pytest.mark.parametrize(("name", "board", "capability"), [
+    # A vGPU guest's nvidia-smi names the vGPU type: the board, an edition letter, frame buffer and series.
+    ("GRID A100D-20C", "A100", (8, 0)), ("GRID A100-40C", "A100", (8, 0)), ("GRID P40-4Q", "P40", (6, 1)),
+    ("NVIDIA A100-1-5C", "A100", (8, 0)), ("T4-16Q", "T4", (7, 5)), ("NVIDIA H100XM-80C", "H100", (9, 0)),
+    ("V100DX-32C", "V100", (7, 0)), ("L40S-48Q", "L40S", (8, 9)), ("RTX6000-24Q", "RTX 6000", (7, 5)),
+])
+def test_a_vgpu_type_tells_the_capability_of_its_board(name: str, board: str, capability: tuple[int, int]) -> None:
+    told = model_capability(name)
+    assert vgpu_board(name) == board
+    assert told.capability == capability and told.how == f"vGPU type of {board}"
+
+
+def test_board_names_with_dashes_are_not_vgpu_types() -> None:
+    for name in ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-PCIE-40GB", "Tesla V100-SXM2-32GB", "GRID K520",
+                 "NVIDIA H100 80GB HBM3", "Tesla V100-PCIE..."):
+        assert vgpu_board(name) is None, name
+    assert model_capability("NVIDIA A100-SXM4-80GB").how == "model name"
+
+
+@pytest.mark.parametrize(("name", "capability"), [
+    # Notebook boards public pastes name that NVIDIA's pages no longer list (the data's not_listed, sourced).
+    ("GeForce 920M", (3, 5)), ("GeForce GT 540M", (2, 1)), ("GeForce GTX 870M", (3, 0)),
+    ("NVIDIA GeForce MX450", (7, 5)), ("NVIDIA GeForce MX570", (8, 6)),
+])
+def test_notebook_boards_outside_nvidias_pages_read_from_the_data(name: str, capability: tuple[int, int]) -> None:
+    assert model_capability(name).capability == capability
+    # A name made from two chips of different capabilities stays unknown.
+    assert model_capability("NVIDIA GeForce GTX 860M").capability is None

@@ -97,6 +97,30 @@ def test_a_vgpu_guest_is_named_and_told_its_licence() -> None:
     assert kind.name == "vgpu" and "licen" in (kind.fix or "")
 
 
+def test_a_gpu_named_by_its_vgpu_type_is_a_vgpu_guest() -> None:
+    # The table of a vGPU guest names the vGPU type (text-generation-inference#1156, #615), no -q block needed.
+    driver = DriverReading("nvidia-smi", (12, 2), "535.104.05", smi_signs=("unix-driver",))
+    kind = read_host_kind(HostProbe(), driver, ("GRID A100D-20C",))
+    assert (kind.name, kind.source) == ("vgpu", "GPU GRID A100D-20C: a vGPU type's name")
+    in_a_pod = read_host_kind(HostProbe(container="/.dockerenv"), driver, ("GRID A100D-20C",))
+    assert in_a_pod.name == "container" and in_a_pod.also == ("vgpu",)
+    assert read_host_kind(HostProbe(), driver, ("NVIDIA A100-SXM4-80GB",)).name == "linux"
+
+
+def test_a_cuda_version_from_forward_compatibility_libraries_does_not_count() -> None:
+    # Inside an NGC image a 570 driver reports CUDA 13.0 through the image's cuda-compat libraries
+    # (TensorRT-LLM#9554); envbuild's images carry none, so the driver's own number decides.
+    facts = replace(host("570.148.08", (13, 0), H100), probe=HostProbe(system="Linux"))
+    report = checked(diagnose(facts, list(spec_targets().values())))
+    assert by_target(report) == {"cuda13.0": NEEDS_NEWER_DRIVER, "cuda12.9": MINOR_COMPAT, "cuda12.6": RUNS,
+                                 "cuda11.8": RUNS, "cpu": RUNS}
+    [thirteen] = [t for t in report.targets if t.target == "cuda13.0"]
+    assert "forward-compatibility libraries" in thirteen.findings[0].message
+    # The same CUDA reported by a driver of that major is the driver's own.
+    own = replace(host("580.95.05", (13, 0), H100), probe=HostProbe(system="Linux"))
+    assert by_target(diagnose(own, [spec_targets()["cuda13.0"]])) == {"cuda13.0": RUNS}
+
+
 def test_an_arm64_host_runs_only_linux_aarch64_builds() -> None:
     facts = replace(host("580.95.05", (13, 0), H100), probe=HostProbe(system="Linux", machine="aarch64"))
     report = checked(diagnose(facts, list(spec_targets().values())))
@@ -173,6 +197,13 @@ def test_a_pasted_session_stands_for_what_its_host_shows() -> None:
     assert prompt.container and prompt.system == "Linux"  # root@<container id>:/# is a POSIX shell
     assert recorded_probe("bash: /usr/bin/nvidia-smi: No such file or directory\n").system == "Linux"
     assert recorded_probe("PS C:\\Users\\me> nvidia-smi\n").system == "Windows"
+    # A pod: a log read with kubectl's flags before `logs`, a shell opened by `kubectl exec`/`oc exec`.
+    assert recorded_probe("$ kubectl --namespace monitoring logs dcgm-exporter-x\n").container
+    assert recorded_probe("$ oc exec -it tgi-7f9-wcg72 -- bash\nroot@tgi-7f9-wcg72:/# nvidia-smi\n").container
+    assert not recorded_probe("$ kubectl get pods\n").container
+    # text-generation-launcher --env names its image's label inside the image, N/A outside.
+    assert recorded_probe("Docker label: sha-630800e\nnvidia-smi:\n").container
+    assert not recorded_probe("Docker label: N/A\nnvidia-smi:\n").container
 
 
 def test_json_carries_the_host_kind_and_each_facts_source(tmp_path: Path) -> None:
