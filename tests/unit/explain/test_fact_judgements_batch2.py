@@ -82,3 +82,39 @@ def test_a_second_nvcc_of_an_unpublished_cuda_keeps_the_toolkit_answer() -> None
         "The detected CUDA version (12.2) mismatches the version that was used to compile PyTorch (11.8).\n"
         "Cuda compilation tools, release 12.0, V12.0.76\n")
     assert "CUDA 11.8 toolkit" in fix and "published no build for CUDA 12.0" in fix
+
+
+def test_a_conda_plan_with_cpu_builds_when_cuda_was_asked_for_points_at_cpuonly() -> None:
+    rule, cause, fix = _first("conda install pytorch torchvision cudatoolkit=11.3 -c pytorch\n\nThe following NEW "
+                              "packages will be INSTALLED:\n\n    pytorch            pytorch/linux-64::pytorch-1.10.0-"
+                              "py3.9_cpu_0\n    torchvision        pytorch/linux-64::torchvision-0.11.1-py39_cpu\n")
+    assert rule == "explain.conda.cpu-build-planned"
+    assert "1.10.0" in cause and "py3.9_cpu" in cause
+    assert "cpuonly" in fix and "pytorch=*=*cuda*" in fix
+
+
+def test_a_cpu_plan_when_no_cuda_was_asked_for_is_no_finding() -> None:
+    report = explain_text(b"The following NEW packages will be INSTALLED:\n  pytorch  pytorch/linux-64::pytorch-"
+                          b"1.10.0-py3.9_cpu_0\n", "log")
+    assert all(finding.rule != "explain.conda.cpu-build-planned" for finding in report.findings)
+
+
+def test_bfloat16_on_a_gpu_below_capability_8_runs_in_float16() -> None:
+    rule, cause, fix = _first("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least "
+                              "8.0. Your Tesla V100-SXM2-32GB GPU has compute capability 7.0.\n")
+    assert rule == "explain.gpu.bfloat16-unsupported"
+    assert "Tesla V100-SXM2-32GB" in cause and "7.0" in cause and "8.0" in cause
+    assert "--dtype half" in fix and "driver" not in fix
+
+
+def test_a_failed_nvcc_command_of_a_build_offers_the_prebuilt_wheel() -> None:
+    rule, cause, fix = _first("error: command '/usr/local/cuda/bin/nvcc' failed with exit code 2\n")
+    assert rule == "explain.build.compiler-failed"
+    assert "nvcc" in cause and "exit code 2" in cause
+    assert "prebuilt wheel" in fix
+
+
+def test_a_failed_host_compiler_keeps_the_general_answer() -> None:
+    rule, _, fix = _first("error: command 'gcc' failed with exit code 1\n")
+    assert rule == "explain.build.compiler-failed"
+    assert fix.startswith("read the compiler's first `error`")
