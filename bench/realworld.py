@@ -18,7 +18,8 @@ endless stdin, and UTF-16 and GBK-encoded logs; each must answer in bounded memo
 
 Printed: each held-out answer miss by name (with why, except for the blind corpus), the bad-input lines,
 the old rule's numbers, then `project corpus: dev=N/M heldout=N/M answers families=N`, `device=N/M` and,
-for the blind corpus, `realworld: dev=N/M heldout=N/M answers families=N (blind corpus)`.
+for the blind corpus, `realworld: dev=N/M heldout=N/M answers families=N (blind corpus)` and one
+`realworld-batchK: dev=N/M heldout=N/M` line per sampling batch of it.
 `--split dev` prints only dev results (use it while tuning rules), `-v` the
 reason of every failure.
 """
@@ -59,6 +60,7 @@ class Outcome:
     why: str
     answered: bool | None = None  # the answer rule (bench/answers.py); None: the case has no answer expectation
     answer_why: str = ""
+    batch: int = 1  # the blind corpus' sampling batch (manifest `batch`); every other corpus is batch 1
 
 
 def load_cases(corpus: Path = CORPUS) -> list[dict[str, Any]]:
@@ -88,7 +90,8 @@ def judge(case: dict[str, Any], corpus: Path = CORPUS) -> Outcome:
     if has_answer(expect):
         missed = answer_problems(expect, report)
         answered, answer_why = not missed, "; ".join(missed)
-    return Outcome(case["file"], case["split"], not problems, "; ".join(problems), answered, answer_why)
+    return Outcome(case["file"], case["split"], not problems, "; ".join(problems), answered, answer_why,
+                   int(case.get("batch", 1)))
 
 
 def _fact_fits(name: str, wanted: str, got: str | None) -> bool:
@@ -211,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     blind_line = f"realworld: dev={_count(blind, 'dev')}"
     blind_line += f" heldout={_count(blind, 'heldout')}" if args.split == "all" else ""
     print(f"{blind_line} answers families={len(load_rules())} (blind corpus)")
+    # Each sampling batch apart: batch 2 is the fresh sample drawn after batch 1's held-out names were read.
+    for batch in sorted({o.batch for o in blind}):
+        mine = [o for o in blind if o.batch == batch]
+        line = f"realworld-batch{batch}: dev={_count(mine, 'dev')}"
+        print(line + (f" heldout={_count(mine, 'heldout')}" if args.split == "all" else ""))
     return 0
 
 

@@ -163,6 +163,27 @@ def _unpublished_wheel_index(hit: Hit, context: ExplainContext, said: Refined) -
 
 
 @_judge
+def _placeholder_versions_only(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    """pip was offered only torch's placeholder uploads: no real wheel fits this interpreter."""
+    if not _applies("pip_placeholder", hit):
+        return None
+    data = judgement_data()["pip_placeholder"]
+    found = _multiline(data["offered_re"]).search(context.log.text)
+    if found is None:
+        return None
+    offered = [version for version in re.split(r"[,\s]+", found.group(1)) if version]
+    if not offered or not set(offered) <= set(data["placeholders"]):
+        return None
+    line = _line_at(context, found.start())
+    wanted = re.search(r"torch\s*={2,3}\s*(\d+\.\d+(?:\.\d+)?)", context.log.text)
+    release = context.compat.release(wanted.group(1)) if wanted else None
+    pythons = f" (Python {release.python.min} to {release.python.max})" if release else ""
+    cause = data["cause"].format(message=said.message, offered=", ".join(offered), line=line)
+    fix = data["fix"].format(wanted=f" {wanted.group(1)}" if wanted else "", pythons=pythons)
+    return Judgement(cause, fix, (UsedFact("pip_offered", ", ".join(offered), line),))
+
+
+@_judge
 def _torch_too_old_for_python(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
     if not _applies("torch_python", hit):
         return None
@@ -185,6 +206,73 @@ def _torch_too_old_for_python(hit: Hit, context: ExplainContext, said: Refined) 
         fix += (f", or a torch that supports Python {python.value}: {fits[0].line} to {fits[-1].line} "
                 f"(`pip install torch=={fits[-1].latest}`)")
     return Judgement(cause, fix, (UsedFact("torch", wanted, line), UsedFact("python", python.value, python.line)))
+
+
+@_judge
+def _no_torch_for_this_python(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    """`from versions: none` for torch, and the log states a Python: which releases have wheels for it."""
+    if not _applies("python_wheels", hit):
+        return None
+    python = context.facts.facts.get("python")
+    found = _multiline(judgement_data()["python_wheels"]["none_re"]).search(context.log.text)
+    if python is None or found is None:
+        return None
+    minor = ".".join(python.value.split(".")[:2])
+    releases = context.compat.releases()
+    fits = [release for release in releases if release.python.contains(minor)]
+    older = _previous_minor(minor)
+    elder = [release for release in releases if older and release.python.contains(older)]
+    line = _line_at(context, found.start())
+    if fits and fits[0] is releases[0]:
+        return None  # every release envbuild knows has wheels for this Python: the index is the question
+    if fits:
+        cause = (f"{said.message}: the log's Python is {python.value} (line {python.line}), and torch has wheels for "
+                 f"Python {minor} only from {fits[0].line} on: an index (or a day) without torch {fits[0].line} or "
+                 f"newer offers none for it (line {line})")
+        fix = f"ask for a torch that has Python {minor} wheels (`pip install \"torch>={fits[0].line}\"`)"
+    else:
+        newest = releases[-1]
+        cause = (f"{said.message}: the log's Python is {python.value} (line {python.line}), and no torch release "
+                 f"envbuild knows has wheels for Python {minor} (the newest, {newest.line}, goes up to "
+                 f"{newest.python.max}) (line {line})")
+        fix = f"use Python {newest.python.max} or older for torch {newest.line}"
+    if elder:
+        fix += (f", or use Python {older}, which torch {elder[0].line} to {elder[-1].line} have wheels for (a new "
+                "venv or conda env with that Python)")
+    return Judgement(cause, fix, (UsedFact("python", python.value, python.line),))
+
+
+def _previous_minor(minor: str) -> str | None:
+    major, _, rest = minor.partition(".")
+    return f"{major}.{int(rest) - 1}" if rest.isdigit() and int(rest) > 0 else None
+
+
+@_judge
+def _extension_toolkit_other_than_nvcc(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    """The build found one CUDA (CUDA_HOME) and the log's nvcc --version shows another: make the pair from
+    the toolkit the user has, with the torch build PyTorch published for it."""
+    if not _applies("extension_toolkits", hit):
+        return None
+    toolkit = context.facts.facts.get("toolkit")
+    found, torch_cuda = hit.fields.get("found"), hit.fields.get("torch_cuda")
+    if toolkit is None or not found or not torch_cuda or toolkit.value in (found, torch_cuda):
+        return None
+    have = CudaVersion.parse(toolkit.value)
+    tag = f"cu{have.major}{have.minor}"
+    published = have in published_wheel_cudas(context)
+    cause = (f"{said.message}; the log's nvcc --version shows CUDA {toolkit.value} (line {toolkit.line}), not the "
+             f"CUDA {found} the build found: an extension build takes the toolkit at CUDA_HOME (else "
+             "/usr/local/cuda), not the nvcc first on PATH")
+    if published:
+        fix = (f"pair torch with the CUDA {toolkit.value} toolkit you have: install torch's build for it (`pip install "
+               f"torch --index-url https://download.pytorch.org/whl/{tag}`) and `export CUDA_HOME=<that toolkit's "
+               f"root>` (`$CONDA_PREFIX` for a conda cuda-nvcc); or point CUDA_HOME at a CUDA {torch_cuda} toolkit")
+    else:
+        fix = (f"point CUDA_HOME at a CUDA {torch_cuda} toolkit for this torch (PyTorch published no build for "
+               f"CUDA {toolkit.value}); `nvcc --version` and torch.version.cuda must agree")
+    return Judgement(cause, fix, (UsedFact("toolkit", toolkit.value, toolkit.line),
+                                  UsedFact("toolkit_found", found, hit.line),
+                                  UsedFact("torch_cuda", torch_cuda, hit.line)))
 
 
 # --- channels ------------------------------------------------------------------------------------------------

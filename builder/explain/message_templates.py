@@ -151,7 +151,9 @@ def _literal_regex(literal: str) -> str:
     words = literal.split()
     if not words:
         return r"\s*" if literal else ""
-    body = r"\s+".join(re.escape(word) for word in words)
+    # A space before an opening bracket may be missing in a retyped or pasted message (`too old(found`).
+    body = re.escape(words[0]) + "".join((r"\s*" if word[0] in "([" else r"\s+") + re.escape(word)
+                                         for word in words[1:])
     before = r"\s*" if literal[:1].isspace() else ""
     after = r"\s*" if literal[-1:].isspace() else ""
     return before + body + after

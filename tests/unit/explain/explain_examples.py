@@ -4,6 +4,11 @@ coverage check."""
 
 # family -> a line its source prints
 EXAMPLES = {
+    "explain.gpu.bfloat16-unsupported": "ValueError: Bfloat16 is only supported on GPUs with compute capability of at "
+                                        "least 8.0. Your Tesla T4 GPU has compute capability 7.5.",
+    "explain.conda.cpu-build-planned": "$ conda install pytorch cudatoolkit=11.3 -c pytorch\n  pytorch            "
+                                       "pytorch/linux-64::pytorch-1.10.0-py3.9_cpu_0",
+    "explain.build.compiler-failed": "error: command '/usr/local/cuda/bin/nvcc' failed with exit code 1",
     "explain.triton.gpu-too-old": "torch._inductor.exc.GPUTooOldForTriton: Found Tesla P100-PCIE-16GB which is too old "
                                   "to be supported by the triton GPU compiler, which is used as the backend. Triton "
                                   "only supports devices of CUDA Capability >= 7.0, but your device is of CUDA "
