@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from builder.errors import EnvbuildError
-from builder.lock.environment import conda_environment_yml, environment_context
+from builder.lock.environment import conda_environment_yml, environment_file
 from builder.lock.pip_part import PipPart, mapping_file
 from builder.specs.compat import load_platforms
 from builder.specs.target import Target
@@ -90,22 +90,22 @@ def virtual_packages(target: Target, platform: str) -> dict[str, str]:
 
 def lock_material(target: Target, solver_name: str) -> dict[str, Any]:
     """The fields of one target's solve, as plain JSON values."""
-    context = environment_context(target)
-    dependencies = [f"{line.spec}  # [{line.selector}]" if line.selector else line.spec for line in context["conda"]]
-    dependencies += [f"pip: {requirement}" for requirement in context["pip"]]
+    env = environment_file(target)
+    dependencies = [f"{line.spec}  # [{line.selector}]" if line.selector else line.spec for line in env.conda]
+    dependencies += [f"pip: {requirement}" for requirement in env.pip]
     material: dict[str, Any] = {
         "schema": INPUTS_SCHEMA,
         "dependencies": dependencies,
-        "channels": list(context["channels"]),
+        "channels": list(env.channels),
         "pip_index": None,
         "platforms": list(target.platforms),
         "virtual_packages": {p: virtual_packages(target, p) for p in target.platforms},
         "solver": solver_identity(solver_name),
     }
-    if context["pip_repositories"]:
-        material["pip_index"] = {"repositories": list(context["pip_repositories"]),
-                                 "allow_pypi_requests": bool(context["allow_pypi_requests"])}
-    if context["pip"]:
+    if env.pip_repositories:
+        material["pip_index"] = {"repositories": list(env.pip_repositories),
+                                 "allow_pypi_requests": env.allow_pypi_requests}
+    if env.pip:
         material["pypi_to_conda"] = _mapping_sha256()
         material["solver"] = {**material["solver"], "uv": _minor(metadata.version("uv"))}
     return material
@@ -134,10 +134,10 @@ class LockInputs:
 
     @cached_property
     def pip_part(self) -> PipPart | None:
-        context = environment_context(self.target)
-        if not context["pip"]:
+        env = environment_file(self.target)
+        if not env.pip:
             return None
-        return PipPart(tuple(context["pip"]), self.target.pip_index, bool(context["allow_pypi_requests"]))
+        return PipPart(env.pip, self.target.pip_index, env.allow_pypi_requests)
 
     def pip_names(self) -> set[str]:
         from packaging.requirements import Requirement
@@ -205,13 +205,13 @@ def updatable_packages(inputs: LockInputs) -> list[str]:
     from packaging.requirements import InvalidRequirement, Requirement
     from rattler import MatchSpec
 
-    context = environment_context(inputs.target)
+    env = environment_file(inputs.target)
     names: set[str] = set()
-    for line in context["conda"]:
+    for line in env.conda:
         name = MatchSpec(line.spec, strict=False).name
         if name is not None:
             names.add(name.normalized)
-    for requirement in context["pip"]:
+    for requirement in env.pip:
         try:
             names.add(Requirement(requirement).name.lower())
         except InvalidRequirement:
