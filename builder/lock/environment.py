@@ -62,7 +62,18 @@ def _pytorch_channel_torch(target: Target, cuda: bool) -> list[str]:
     return specs
 
 
-def environment_file(target: Target) -> EnvironmentFile:
+def _torch_wheels(target: Target) -> list[str]:
+    """The pip route's torch (and torchvision), each of the target's CUDA build (`torch==2.7.1+cu126`)."""
+    if target.route is not Route.PIP:
+        return []
+    local = f"+{target.pip_tag}"
+    torchvision = [f"torchvision=={target.torchvision}{local}"] if target.torchvision else []
+    return [f"torch=={target.torch}{local}", *torchvision]
+
+
+def _conda_entries(target: Target) -> list[CondaEntry]:
+    """Python, torch of the target's CUDA build with the companions pinned beside it, the spec's conda lines,
+    then what its features add that it does not ask for already."""
     spec = target.spec
     built_per_cuda = set(companion_names(target.route))
     companions = [line for line in spec.conda if package_name(line) in built_per_cuda]
@@ -70,14 +81,13 @@ def environment_file(target: Target) -> EnvironmentFile:
     conda += _torch_conda_lines(target, companions)
     conda += [CondaEntry(package) for package in spec.conda if package not in companions]
     asked = {package_name(line.spec) for line in conda}
-    conda += [CondaEntry(package) for package in feature_conda_packages(spec.features) if package not in asked]
-    pip: list[str] = []
-    if target.route is Route.PIP:
-        local = f"+{target.pip_tag}"
-        pip.append(f"torch=={target.torch}{local}")
-        if target.torchvision:
-            pip.append(f"torchvision=={target.torchvision}{local}")
-    pip += list(spec.pip)
+    return conda + [CondaEntry(package) for package in feature_conda_packages(spec.features) if package not in asked]
+
+
+def environment_file(target: Target) -> EnvironmentFile:
+    spec = target.spec
+    conda = _conda_entries(target)
+    pip = [*_torch_wheels(target), *spec.pip]
     if pip and not any(line.spec.split("=")[0] == "pip" for line in conda):
         conda.append(CondaEntry("pip"))
     return EnvironmentFile(

@@ -101,6 +101,21 @@ def pixi_manifest(spec: EnvSpec, spec_file: str,
     """The workspace of the spec's targets: a feature and an environment per target (the default the first's),
     the conda lines every target has in the default feature; the (target, environment) names; notes."""
     notes: list[str] = []
+    platforms, floors, envs = _pixi_targets(targets, notes)
+    common = _common_conda([(target, env) for target, env, _ in envs])
+    manifest = PixiManifest(
+        name=spec.name, channels=tuple(dict.fromkeys(c for _, env, _ in envs for c in env.channels)),
+        platforms=tuple(platforms), requires_pixi=REQUIRES_PIXI, dependencies=_conda_dependencies(common),
+        pypi_dependencies=dict(_pypi_entry(line) for line in spec.pip),
+        features=tuple(_feature(target, env, own_platforms, common) for target, env, own_platforms in envs),
+        environments=_environments(targets), header=_pixi_header(spec_file, floors))
+    return manifest, [(t.key, environment_name(t)) for t in targets], notes
+
+
+def _pixi_targets(targets: list[Target], notes: list[str]) -> tuple[
+        list[str | RichPlatform], list[str], list[tuple[Target, EnvironmentFile, tuple[str, ...]]]]:
+    """The workspace's platforms (each once), the header's floor lines, and each target with its environment
+    on the platforms pixi runs it on and those platforms' names."""
     platforms: list[str | RichPlatform] = []
     floors: list[str] = []
     envs: list[tuple[Target, EnvironmentFile, tuple[str, ...]]] = []
@@ -110,22 +125,27 @@ def pixi_manifest(spec: EnvSpec, spec_file: str,
         platforms += [p for p in rich if p not in platforms]
         floors += [floor] if floor else []
         envs.append((target, environment_file(replace(target, platforms=own)), tuple(map(_platform_name, rich))))
-    common = _common_conda([(target, env) for target, env, _ in envs])
-    features = tuple(Feature(environment_name(target), own_platforms,
-                             _conda_dependencies(line for line in _conda_lines(target, env) if line not in common),
-                             _torch_wheels(target)) for target, env, own_platforms in envs)
-    environments = {"default": (environment_name(targets[0]),)}
+    return platforms, floors, envs
+
+
+def _feature(target: Target, env: EnvironmentFile, platforms: tuple[str, ...], common: list[str]) -> Feature:
+    """The target's own feature: its platforms, its conda lines beyond the common ones, its torch wheels."""
+    own_lines = (line for line in _conda_lines(target, env) if line not in common)
+    return Feature(environment_name(target), platforms, _conda_dependencies(own_lines), _torch_wheels(target))
+
+
+def _environments(targets: list[Target]) -> dict[str, tuple[str, ...]]:
+    """An environment per target of its own feature; the default is the first target's."""
+    environments: dict[str, tuple[str, ...]] = {"default": (environment_name(targets[0]),)}
     environments.update({environment_name(t): (environment_name(t),) for t in targets})
-    header = (f"Written by envbuild {__version__} from {spec_file} (`envbuild export pixi`): one environment per",
-              "target (`pixi install -e <target>`; the default is the first). A CUDA target's platform declares",
-              "the machines it runs on: `driver`, the oldest CUDA driver (minor-version compatibility), and `arch`,",
-              "the lowest GPU its build has kernels for.", *floors)
-    manifest = PixiManifest(
-        name=spec.name, channels=tuple(dict.fromkeys(c for _, env, _ in envs for c in env.channels)),
-        platforms=tuple(platforms), requires_pixi=REQUIRES_PIXI, dependencies=_conda_dependencies(common),
-        pypi_dependencies=dict(_pypi_entry(line) for line in spec.pip), features=features,
-        environments=environments, header=header)
-    return manifest, [(t.key, environment_name(t)) for t in targets], notes
+    return environments
+
+
+def _pixi_header(spec_file: str, floors: list[str]) -> tuple[str, ...]:
+    return (f"Written by envbuild {__version__} from {spec_file} (`envbuild export pixi`): one environment per",
+            "target (`pixi install -e <target>`; the default is the first). A CUDA target's platform declares",
+            "the machines it runs on: `driver`, the oldest CUDA driver (minor-version compatibility), and `arch`,",
+            "the lowest GPU its build has kernels for.", *floors)
 
 
 def _target_platforms(target: Target, notes: list[str],
@@ -134,6 +154,18 @@ def _target_platforms(target: Target, notes: list[str],
     others are noted); the CPU target's are the plain subdirs."""
     if target.cuda is None:
         return target.platforms, list(target.platforms), None
+    own = _cuda_subdirs(target, notes, has_cpu)
+    driver = f"{target.cuda.major}.0"
+    arch = gpu_floor(target)
+    rich: list[str | RichPlatform] = [RichPlatform(f"{subdir}-{environment_name(target)}", subdir,
+                                                   CudaFloor(driver, arch)) for subdir in own]
+    floor = (f"{target.key}: driver >= {target.min_driver} (CUDA {driver})"
+             + (f", GPUs from {arch} (torch {target.torch}, route {target.route.value})" if arch else ""))
+    return own, rich, floor
+
+
+def _cuda_subdirs(target: Target, notes: list[str], has_cpu: bool) -> tuple[str, ...]:
+    """The target's platforms with CUDA builds; the others are noted, and none at all is refused."""
     known = load_platforms()
     own = tuple(p for p in target.platforms if known[p].cuda)
     left = [p for p in target.platforms if p not in own]
@@ -143,13 +175,7 @@ def _target_platforms(target: Target, notes: list[str],
     if not own:
         raise UsageError(f"target {target.key}: none of its platforms ({', '.join(target.platforms)}) has CUDA "
                          "builds, so pixi has no platform to run it on")
-    driver = f"{target.cuda.major}.0"
-    arch = gpu_floor(target)
-    rich: list[str | RichPlatform] = [RichPlatform(f"{subdir}-{environment_name(target)}", subdir,
-                                                   CudaFloor(driver, arch)) for subdir in own]
-    floor = (f"{target.key}: driver >= {target.min_driver} (CUDA {driver})"
-             + (f", GPUs from {arch} (torch {target.torch}, route {target.route.value})" if arch else ""))
-    return own, rich, floor
+    return own
 
 
 def gpu_floor(target: Target) -> str | None:
@@ -234,6 +260,23 @@ def uv_project(spec: EnvSpec, spec_file: str,
                targets: list[Target]) -> tuple[UvProject, list[tuple[str, str]], list[str]]:
     """The project of the spec's pip-route targets: an extra per target, each taking torch (and torchvision)
     from its own explicit index, the extras conflicting; the (target, extra) names; notes."""
+    wheels, notes = _uv_targets(spec, spec_file, targets)
+    platforms = dict.fromkeys(p for t in wheels for p in t.platforms)
+    project = UvProject(
+        name=spec.name, requires_python=f"=={spec.python}.*", dependencies=tuple(spec.pip),
+        optional_dependencies={extra_name(t): _wheel_requirements(t) for t in wheels},
+        environments=tuple(UV_MARKERS[p] for p in platforms),
+        conflicts=(tuple(extra_name(t) for t in wheels),) if len(wheels) > 1 else (),
+        sources=_uv_sources(wheels),
+        indexes=tuple(UvIndex(_index_name(t), _wheel_index(t)) for t in wheels),
+        # the example names an extra this file has, never a fixed one
+        header=(f"Written by envbuild {__version__} from {spec_file} (`envbuild export uv`): one extra per pip-route",
+                f"target, each taking torch from its PyTorch wheel index (`uv sync --extra {extra_name(wheels[0])}`)."))
+    return project, [(t.key, extra_name(t)) for t in wheels], notes
+
+
+def _uv_targets(spec: EnvSpec, spec_file: str, targets: list[Target]) -> tuple[list[Target], list[str]]:
+    """The targets uv installs (route pip), and notes of what it leaves out; a spec without one is refused."""
     notes = [f"target {t.key} (route {t.route.value}) left out: uv installs from pip indexes; `envbuild export "
              "pixi` carries it" for t in targets if t.route is not Route.PIP]
     wheels = [t for t in targets if t.route is Route.PIP]
@@ -243,19 +286,15 @@ def uv_project(spec: EnvSpec, spec_file: str,
     if spec.conda:
         notes.append(f"conda packages left out ({', '.join(spec.conda)}): uv installs from pip indexes; list their "
                      "pip names under `pip:` to have them in the project")
-    platforms = list(dict.fromkeys(p for t in wheels for p in t.platforms))
-    project = UvProject(
-        name=spec.name, requires_python=f"=={spec.python}.*", dependencies=tuple(spec.pip),
-        optional_dependencies={extra_name(t): _wheel_requirements(t) for t in wheels},
-        environments=tuple(UV_MARKERS[p] for p in platforms),
-        conflicts=(tuple(extra_name(t) for t in wheels),) if len(wheels) > 1 else (),
-        sources={name: tuple(UvSource(_index_name(t), extra_name(t)) for t in wheels
-                             if name == "torch" or t.torchvision) for name in ("torch", "torchvision")},
-        indexes=tuple(UvIndex(_index_name(t), _wheel_index(t)) for t in wheels),
-        # the example names an extra this file has, never a fixed one
-        header=(f"Written by envbuild {__version__} from {spec_file} (`envbuild export uv`): one extra per pip-route",
-                f"target, each taking torch from its PyTorch wheel index (`uv sync --extra {extra_name(wheels[0])}`)."))
-    return project, [(t.key, extra_name(t)) for t in wheels], notes
+    return wheels, notes
+
+
+def _uv_sources(wheels: list[Target]) -> dict[str, tuple[UvSource, ...]]:
+    """torch (and torchvision) from each extra's own index."""
+    def source(target: Target) -> UvSource:
+        return UvSource(_index_name(target), extra_name(target))
+
+    return {"torch": tuple(map(source, wheels)), "torchvision": tuple(source(t) for t in wheels if t.torchvision)}
 
 
 def _wheel_requirements(target: Target) -> tuple[str, ...]:
