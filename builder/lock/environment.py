@@ -96,13 +96,8 @@ def environment_file(target: Target) -> EnvironmentFile:
         allow_pypi_requests=target.allow_pypi_requests)
 
 
-def conda_environment_yml(target: Target) -> str:
-    """The environment.yml conda-lock solves: the target's conda part (pip itself included), its pip
-    requirements left to builder/lock/pip_part.py."""
-    return dumps(environment_file(target).conda_part())
-
-
 def environment_yml(target: Target) -> str:
     """The whole environment.yml of a target, pip part included: what `envbuild render` writes for
-    a team to read (the lock solves `conda_environment_yml` and resolves the pip part on its own)."""
+    a team to read (the lock solves its conda part, `LockInputs.conda_environment_yml`, and resolves the
+    pip part on its own)."""
     return dumps(environment_file(target))

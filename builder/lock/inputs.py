@@ -20,7 +20,9 @@ from typing import Any
 import yaml
 
 from builder.errors import EnvbuildError
-from builder.lock.environment import conda_environment_yml, environment_file
+from builder.formats import environment_yml
+from builder.formats.environment_yml import EnvironmentFile
+from builder.lock.environment import environment_file
 from builder.lock.pip_part import PipPart, mapping_file
 from builder.specs.compat import load_platforms
 from builder.specs.target import Target
@@ -88,9 +90,8 @@ def virtual_packages(target: Target, platform: str) -> dict[str, str]:
     return dict(sorted(packages.items()))
 
 
-def lock_material(target: Target, solver_name: str) -> dict[str, Any]:
-    """The fields of one target's solve, as plain JSON values."""
-    env = environment_file(target)
+def lock_material(target: Target, env: EnvironmentFile, solver_name: str) -> dict[str, Any]:
+    """The fields of one target's solve (`env`: its environment.yml), as plain JSON values."""
     dependencies = [f"{line.spec}  # [{line.selector}]" if line.selector else line.spec for line in env.conda]
     dependencies += [f"pip: {requirement}" for requirement in env.pip]
     material: dict[str, Any] = {
@@ -118,6 +119,7 @@ def material_hash(material: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class LockInputs:
     target: Target
+    environment: EnvironmentFile  # built once from the target: the hash, the solve, the checks read it
     material: dict[str, Any]
 
     @property
@@ -130,11 +132,12 @@ class LockInputs:
 
     @cached_property
     def conda_environment_yml(self) -> str:
-        return conda_environment_yml(self.target)
+        """The environment.yml conda-lock solves: the conda part, its pip part left to pip_part."""
+        return environment_yml.dumps(self.environment.conda_part())
 
     @cached_property
     def pip_part(self) -> PipPart | None:
-        env = environment_file(self.target)
+        env = self.environment
         if not env.pip:
             return None
         return PipPart(env.pip, self.target.pip_index, env.allow_pypi_requests)
@@ -151,7 +154,8 @@ class LockInputs:
 
 def lock_inputs(target: Target, solver_name: str = OWN_SOLVER) -> LockInputs:
     """What a lock of `target` is made from: a function of the resolved target (and the solver) alone."""
-    return LockInputs(target, lock_material(target, solver_name))
+    env = environment_file(target)
+    return LockInputs(target, env, lock_material(target, env, solver_name))
 
 
 def stale_reasons(recorded: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
@@ -205,7 +209,7 @@ def updatable_packages(inputs: LockInputs) -> list[str]:
     from packaging.requirements import InvalidRequirement, Requirement
     from rattler import MatchSpec
 
-    env = environment_file(inputs.target)
+    env = inputs.environment
     names: set[str] = set()
     for line in env.conda:
         name = MatchSpec(line.spec, strict=False).name
