@@ -144,18 +144,15 @@ def _unpublished_wheel_index(hit: Hit, context: ExplainContext, said: Refined) -
     data = judgement_data()["wheel_index"]
     published = published_wheel_cudas(context)
     for found in _multiline(data["index_re"]).finditer(context.log.text):
-        tag = found.group(2)
-        if not tag.startswith("cu"):
-            continue
-        cuda = CudaVersion(int(tag[2:-1]), int(tag[-1]))
-        if cuda in published:
+        cuda = _index_cuda(found.group(2))
+        if cuda is None or cuda in published:
             continue
         nearest = min(published, key=lambda have: (abs(have.major * 100 + have.minor - cuda.major * 100 - cuda.minor),
                                                    have > cuda))
         url, line = found.group(0), _line_at(context, found.start())
         cause = (f"{said.message}: the index {url} (line {line}) does not exist: PyTorch published no wheels for "
                  f"CUDA {cuda}, so pip finds no torch there (`from versions: none`) whatever the Python")
-        fix = (f"use an index that exists: {found.group(1)}cu{nearest.major}{nearest.minor} (CUDA {nearest}, the "
+        fix = (f"use an index that exists: {found.group(1)}{nearest.tag} (CUDA {nearest}, the "
                f"nearest published; indexes exist for CUDA {', '.join(str(c) for c in published if c.major >= 11)})"
                "; a driver runs any CUDA up to its own, so an older index works on a newer driver")
         return Judgement(cause, fix, (UsedFact("index_url", url, line),))
@@ -478,6 +475,14 @@ def _pytorch_builds_of_two_variants(hit: Hit, context: ExplainContext, said: Ref
                                   UsedFact(second[0], f"{second[1]} {second[2]}", second[3])))
 
 
+def _index_cuda(folder: str) -> CudaVersion | None:
+    """A wheel index folder's CUDA (`cu121` -> 12.1, `cu1210` -> 12.10); None for `cpu`, `rocm6.1` or no CUDA's tag."""
+    try:
+        return CudaVersion.from_tag(folder)
+    except UsageError:
+        return None
+
+
 def _variant(build: str) -> str:
     """`cuda118_py310h...` -> cuda118, `py3.9_cuda11.1_cudnn8.0.5_0` -> cuda111, `cpu_...` -> cpu."""
     if build.startswith("cpu"):
@@ -486,7 +491,7 @@ def _variant(build: str) -> str:
         cuda = CudaVersion.from_build(build)
     except UsageError:
         cuda = None
-    return f"cuda{cuda.major}{cuda.minor}" if cuda is not None else "cuda"
+    return cuda.build_prefix if cuda is not None else "cuda"
 
 
 @_judge

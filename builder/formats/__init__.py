@@ -1,3 +1,3 @@
-"""The file formats envbuild reads from more than one stage, each a typed model with one reader: a stage
-takes the model, never the file's text.
+"""The file formats envbuild reads from more than one stage or writes, each a typed model with its one reader
+or writer: a stage takes or builds the model, never the file's text.
 """

@@ -17,7 +17,7 @@ from typing import Any
 
 import builder
 from builder.errors import EnvbuildError
-from builder.formats.conda_lock import CondaLock, lockfile_sha256, read_lock
+from builder.formats.conda_lock import CondaLock, LockFile
 from builder.generated_files import write_owned_folder
 from builder.image.layers import BOOTSTRAP, runtime_steps, split_plan
 from builder.image.render import LAYER_EPOCH, RenderedEnv, layer_source, render_target, write_context
@@ -111,21 +111,20 @@ def _fix_mtimes(top: Path) -> None:
     os.utime(top, (LAYER_EPOCH, LAYER_EPOCH))
 
 
-def make_context(target: Target, lock_path: Path, root: Path, image_platform: str = "linux/amd64",
-                 lock: CondaLock | None = None) -> BuildContext:
-    """The build context under `root`. The lock is parsed once (here, unless the caller already read
-    it) and that one value gives both the platform check and the install plan."""
+def make_context(target: Target, lock_path: Path, root: Path, image_platform: str = "linux/amd64") -> BuildContext:
+    """The build context under `root`. The lock is read from disk once: the hash the image is labelled with
+    and the content that gives the platform check and the install plan are of the same bytes."""
     subdir = IMAGE_PLATFORM_SUBDIR.get(image_platform)
     if subdir is None:
         raise EnvbuildError(f"--platform {image_platform}: envbuild builds linux/amd64 or linux/arm64 images")
-    if lock is None:
-        lock = read_lock(lock_path)
+    lockfile = LockFile.read(lock_path)
+    lock = lockfile.lock
     if subdir not in lock.metadata.platforms:
         raise EnvbuildError(
             f"{lock_path}: locked for {', '.join(lock.metadata.platforms)}, not {subdir}; "
             f"add {subdir} to the target's platforms and run `envbuild lock`"
         )
-    lock_hash = lockfile_sha256(lock_path)
+    lock_hash = lockfile.sha256
     plan = export_platform_plan(lock, subdir, str(lock_path))  # a bad lock: one EnvbuildError line, here
     groups = _group_plans(lock, InstallPlan.from_json_dict(plan, str(lock_path)))
     steps = runtime_steps(groups)

@@ -22,6 +22,7 @@ import jinja2
 import smoke
 from builder import __version__
 from builder.errors import UsageError
+from builder.formats.dockerfile import Dockerfile, StageBlock, dumps
 from builder.generated_files import write_owned_folder
 from builder.image.layers import BOOTSTRAP, LayerStep, runtime_steps
 from builder.image.smoke_data import write_smoke_data
@@ -57,12 +58,6 @@ class Block:
     params: Mapping[str, Any] = field(default_factory=dict)
     builder_macro: str | None = "builder"
     runtime_macro: str | None = "runtime"
-
-
-@dataclass(frozen=True)
-class RenderedBlock:
-    builder: str
-    runtime: str
 
 
 @dataclass(frozen=True)
@@ -201,14 +196,14 @@ def dockerfile_blocks(target: Target, has_ca: bool, lock_hash: str | None = None
     ]
 
 
-def _render_block(env: jinja2.Environment, block: Block) -> RenderedBlock:
+def _render_block(env: jinja2.Environment, block: Block) -> StageBlock:
     module = env.get_template(f"blocks/{block.template}").module
     params = dict(block.params)
 
     def call(macro: str | None) -> str:
         return str(getattr(module, macro)(params)).strip() if macro else ""
 
-    return RenderedBlock(builder=call(block.builder_macro), runtime=call(block.runtime_macro))
+    return StageBlock(builder=call(block.builder_macro), runtime=call(block.runtime_macro))
 
 
 def render_target(target: Target, lock_hash: str | None = None,
@@ -218,26 +213,10 @@ def render_target(target: Target, lock_hash: str | None = None,
     nothing here reads the clock or the host."""
     env = environment()
     ca_files = checked_ca_files(target)
-    blocks = [_render_block(env, block) for block in dockerfile_blocks(target, bool(ca_files), lock_hash, steps)]
-    dockerfile = env.get_template("Dockerfile.j2").render(
-        version=__version__,
-        env_name=target.name,
-        target_key=target.key,
-        builder_image=target.builder_image.reference,
-        runtime_image=target.runtime_image.reference,
-        blocks=blocks,
-    )
-    return RenderedEnv(target, environment_yml(target), _tidy(dockerfile), ca_files)
-
-
-def _tidy(text: str) -> str:
-    """One blank line between instructions at most, one newline at the end."""
-    lines: list[str] = []
-    for line in text.splitlines():
-        if not line.strip() and (not lines or not lines[-1].strip()):
-            continue
-        lines.append(line.rstrip())
-    return "\n".join(lines).strip() + "\n"
+    blocks = tuple(_render_block(env, block) for block in dockerfile_blocks(target, bool(ca_files), lock_hash, steps))
+    dockerfile = Dockerfile(env_name=target.name, target_key=target.key, builder_image=target.builder_image.reference,
+                            runtime_image=target.runtime_image.reference, blocks=blocks)
+    return RenderedEnv(target, environment_yml(target), dumps(dockerfile), ca_files)
 
 
 def checked_ca_files(target: Target) -> tuple[Path, ...]:

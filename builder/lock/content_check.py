@@ -20,7 +20,6 @@ from rattler import MatchSpec, Version, VersionSpec
 from rattler.exceptions import InvalidVersionError
 
 from builder.formats.conda_lock import CondaLock, LockedPackage
-from builder.lock.environment import environment_context
 from builder.lock.inputs import LockInputs
 from builder.specs.compat import load_platforms
 
@@ -44,7 +43,7 @@ def foreign_platforms(lock: CondaLock, inputs: LockInputs) -> list[str]:
 def _conda_specs(inputs: LockInputs) -> Iterator[tuple[MatchSpec, set[str]]]:
     """Each conda line of the inputs with the platforms it applies to (a selector narrows them)."""
     platforms = load_platforms()
-    for line in environment_context(inputs.target)["conda"]:
+    for line in inputs.environment.conda:
         applies = {p for p in inputs.target.platforms
                    if line.selector is None or platforms[p].selector == line.selector}
         yield MatchSpec(line.spec), applies

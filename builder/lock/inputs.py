@@ -20,7 +20,9 @@ from typing import Any
 import yaml
 
 from builder.errors import EnvbuildError
-from builder.lock.environment import conda_environment_yml, environment_context
+from builder.formats import environment_yml
+from builder.formats.environment_yml import EnvironmentFile
+from builder.lock.environment import environment_file
 from builder.lock.pip_part import PipPart, mapping_file
 from builder.specs.compat import load_platforms
 from builder.specs.target import Target
@@ -88,24 +90,23 @@ def virtual_packages(target: Target, platform: str) -> dict[str, str]:
     return dict(sorted(packages.items()))
 
 
-def lock_material(target: Target, solver_name: str) -> dict[str, Any]:
-    """The fields of one target's solve, as plain JSON values."""
-    context = environment_context(target)
-    dependencies = [f"{line.spec}  # [{line.selector}]" if line.selector else line.spec for line in context["conda"]]
-    dependencies += [f"pip: {requirement}" for requirement in context["pip"]]
+def lock_material(target: Target, env: EnvironmentFile, solver_name: str) -> dict[str, Any]:
+    """The fields of one target's solve (`env`: its environment.yml), as plain JSON values."""
+    dependencies = [f"{line.spec}  # [{line.selector}]" if line.selector else line.spec for line in env.conda]
+    dependencies += [f"pip: {requirement}" for requirement in env.pip]
     material: dict[str, Any] = {
         "schema": INPUTS_SCHEMA,
         "dependencies": dependencies,
-        "channels": list(context["channels"]),
+        "channels": list(env.channels),
         "pip_index": None,
         "platforms": list(target.platforms),
         "virtual_packages": {p: virtual_packages(target, p) for p in target.platforms},
         "solver": solver_identity(solver_name),
     }
-    if context["pip_repositories"]:
-        material["pip_index"] = {"repositories": list(context["pip_repositories"]),
-                                 "allow_pypi_requests": bool(context["allow_pypi_requests"])}
-    if context["pip"]:
+    if env.pip_repositories:
+        material["pip_index"] = {"repositories": list(env.pip_repositories),
+                                 "allow_pypi_requests": env.allow_pypi_requests}
+    if env.pip:
         material["pypi_to_conda"] = _mapping_sha256()
         material["solver"] = {**material["solver"], "uv": _minor(metadata.version("uv"))}
     return material
@@ -118,6 +119,7 @@ def material_hash(material: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class LockInputs:
     target: Target
+    environment: EnvironmentFile  # built once from the target: the hash, the solve, the checks read it
     material: dict[str, Any]
 
     @property
@@ -130,14 +132,15 @@ class LockInputs:
 
     @cached_property
     def conda_environment_yml(self) -> str:
-        return conda_environment_yml(self.target)
+        """The environment.yml conda-lock solves: the conda part, its pip part left to pip_part."""
+        return environment_yml.dumps(self.environment.conda_part())
 
     @cached_property
     def pip_part(self) -> PipPart | None:
-        context = environment_context(self.target)
-        if not context["pip"]:
+        env = self.environment
+        if not env.pip:
             return None
-        return PipPart(tuple(context["pip"]), self.target.pip_index, bool(context["allow_pypi_requests"]))
+        return PipPart(env.pip, self.target.pip_index, env.allow_pypi_requests)
 
     def pip_names(self) -> set[str]:
         from packaging.requirements import Requirement
@@ -151,7 +154,8 @@ class LockInputs:
 
 def lock_inputs(target: Target, solver_name: str = OWN_SOLVER) -> LockInputs:
     """What a lock of `target` is made from: a function of the resolved target (and the solver) alone."""
-    return LockInputs(target, lock_material(target, solver_name))
+    env = environment_file(target)
+    return LockInputs(target, env, lock_material(target, env, solver_name))
 
 
 def stale_reasons(recorded: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
@@ -205,13 +209,13 @@ def updatable_packages(inputs: LockInputs) -> list[str]:
     from packaging.requirements import InvalidRequirement, Requirement
     from rattler import MatchSpec
 
-    context = environment_context(inputs.target)
+    env = inputs.environment
     names: set[str] = set()
-    for line in context["conda"]:
+    for line in env.conda:
         name = MatchSpec(line.spec, strict=False).name
         if name is not None:
             names.add(name.normalized)
-    for requirement in context["pip"]:
+    for requirement in env.pip:
         try:
             names.add(Requirement(requirement).name.lower())
         except InvalidRequirement:

@@ -96,6 +96,11 @@ class CudaVersion:
         return f"cu{self.digits}"
 
     @property
+    def build_prefix(self) -> str:
+        """`cuda129`: how conda-forge's CUDA build strings start (`cuda129_py312h..._300`); `from_build` reads it."""
+        return f"cuda{self.digits}"
+
+    @property
     def digits(self) -> str:
         """`129`: how conda build strings and wheel tags write it."""
         return f"{self.major}{self.minor}"

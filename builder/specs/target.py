@@ -111,7 +111,7 @@ class Target:
     @property
     def conda_forge_build_prefix(self) -> str:
         """How conda-forge's pytorch build strings start for this CUDA (`cuda129`), or `cpu`."""
-        return f"cuda{self.cuda.digits}" if self.cuda else CPU
+        return self.cuda.build_prefix if self.cuda else CPU
 
     @property
     def pip_tag(self) -> str:

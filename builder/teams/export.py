@@ -17,6 +17,7 @@ have no uv form; `envbuild export pixi` carries them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -25,9 +26,12 @@ from packaging.requirements import Requirement
 
 from builder import __version__
 from builder.errors import UsageError
-from builder.generated_files import write_new_file
+from builder.formats import pixi_toml, uv_pyproject
+from builder.formats.environment_yml import EnvironmentFile
+from builder.formats.pixi_toml import CondaDependency, CudaFloor, Feature, PixiManifest, PypiDependency, RichPlatform
+from builder.formats.uv_pyproject import UvIndex, UvProject, UvSource
 from builder.init.lines import parse_conda_line
-from builder.lock.environment import environment_context
+from builder.lock.environment import environment_file
 from builder.specs.compat import load_platforms
 from builder.specs.gpus import parse_capability
 from builder.specs.model import EnvSpec, Route
@@ -68,10 +72,13 @@ def default_export_path(fmt: Format, spec_path: Path, spec: EnvSpec) -> Path:
 
 def write_export(fmt: Format, spec: EnvSpec, spec_path: Path, targets: list[Target], out: Path | None = None,
                  force: bool = False) -> Export:
-    render = render_pixi if fmt == "pixi" else render_uv
-    text, names, notes = render(spec, spec_path.name, targets)
     path = out or default_export_path(fmt, spec_path, spec)
-    write_new_file(path, text, force=force)
+    if fmt == "pixi":
+        manifest, names, notes = pixi_manifest(spec, spec_path.name, targets)
+        text = pixi_toml.write(path, manifest, force=force)
+    else:
+        project, names, notes = uv_project(spec, spec_path.name, targets)
+        text = uv_pyproject.write(path, project, force=force)
     return Export(fmt, path, text, tuple(names), tuple(notes))
 
 
@@ -85,51 +92,80 @@ def environment_name(target: Target) -> str:
 
 
 def render_pixi(spec: EnvSpec, spec_file: str, targets: list[Target]) -> tuple[str, list[tuple[str, str]], list[str]]:
+    manifest, names, notes = pixi_manifest(spec, spec_file, targets)
+    return pixi_toml.dumps(manifest), names, notes
+
+
+def pixi_manifest(spec: EnvSpec, spec_file: str,
+                  targets: list[Target]) -> tuple[PixiManifest, list[tuple[str, str]], list[str]]:
+    """The workspace of the spec's targets: a feature and an environment per target (the default the first's),
+    the conda lines every target has in the default feature; the (target, environment) names; notes."""
     notes: list[str] = []
-    platforms: list[Any] = []
+    platforms, floors, envs = _pixi_targets(targets, notes)
+    common = _common_conda([(target, env) for target, env, _ in envs])
+    manifest = PixiManifest(
+        name=spec.name, channels=tuple(dict.fromkeys(c for _, env, _ in envs for c in env.channels)),
+        platforms=tuple(platforms), requires_pixi=REQUIRES_PIXI, dependencies=_conda_dependencies(common),
+        pypi_dependencies=dict(_pypi_entry(line) for line in spec.pip),
+        features=tuple(_feature(target, env, own_platforms, common) for target, env, own_platforms in envs),
+        environments=_environments(targets), header=_pixi_header(spec_file, floors))
+    return manifest, [(t.key, environment_name(t)) for t in targets], notes
+
+
+def _pixi_targets(targets: list[Target], notes: list[str]) -> tuple[
+        list[str | RichPlatform], list[str], list[tuple[Target, EnvironmentFile, tuple[str, ...]]]]:
+    """The workspace's platforms (each once), the header's floor lines, and each target with its environment
+    on the platforms pixi runs it on and those platforms' names."""
+    platforms: list[str | RichPlatform] = []
     floors: list[str] = []
-    features: dict[str, dict[str, Any]] = {}
-    contexts = []
+    envs: list[tuple[Target, EnvironmentFile, tuple[str, ...]]] = []
     has_cpu = any(t.cuda is None for t in targets)
     for target in targets:
         own, rich, floor = _target_platforms(target, notes, has_cpu)
         platforms += [p for p in rich if p not in platforms]
         floors += [floor] if floor else []
-        features[environment_name(target)] = {"platforms": [_platform_name(p) for p in rich]}
-        contexts.append((target, environment_context(replace(target, platforms=own))))
-    common = _common_conda(contexts)
-    channels = list(dict.fromkeys(c for _, context in contexts for c in context["channels"]))
-    document: list[tuple[str, Any]] = [("workspace", {
-        "name": spec.name, "channels": channels, "platforms": platforms, "requires-pixi": REQUIRES_PIXI})]
-    document.append(("dependencies", dict(_conda_entry(line) for line in common)))
-    pypi = dict(_pypi_entry(line) for line in spec.pip)
-    if pypi:
-        document.append(("pypi-dependencies", pypi))
-    for target, context in contexts:
-        name = environment_name(target)
-        own_lines = [line for line in _conda_lines(target, context) if line not in common]
-        document.append((f"feature.{name}", features[name]))
-        document.append((f"feature.{name}.dependencies", dict(_conda_entry(line) for line in own_lines)))
-        wheels = _torch_wheels(target)
-        if wheels:
-            document.append((f"feature.{name}.pypi-dependencies", wheels))
-    environments = {"default": [environment_name(targets[0])]}
-    environments.update({environment_name(t): [environment_name(t)] for t in targets})
-    document.append(("environments", environments))
-    header = [f"Written by envbuild {__version__} from {spec_file} (`envbuild export pixi`): one environment per",
-              "target (`pixi install -e <target>`; the default is the first). A CUDA target's platform declares",
-              "the machines it runs on: `driver`, the oldest CUDA driver (minor-version compatibility), and `arch`,",
-              "the lowest GPU its build has kernels for.", *floors]
-    text = _toml_text(header, document)
-    return text, [(t.key, environment_name(t)) for t in targets], notes
+        envs.append((target, environment_file(replace(target, platforms=own)), tuple(map(_platform_name, rich))))
+    return platforms, floors, envs
 
 
-def _target_platforms(target: Target, notes: list[str], has_cpu: bool) -> tuple[tuple[str, ...], list[Any],
-                                                                                  str | None]:
+def _feature(target: Target, env: EnvironmentFile, platforms: tuple[str, ...], common: list[str]) -> Feature:
+    """The target's own feature: its platforms, its conda lines beyond the common ones, its torch wheels."""
+    own_lines = (line for line in _conda_lines(target, env) if line not in common)
+    return Feature(environment_name(target), platforms, _conda_dependencies(own_lines), _torch_wheels(target))
+
+
+def _environments(targets: list[Target]) -> dict[str, tuple[str, ...]]:
+    """An environment per target of its own feature; the default is the first target's."""
+    environments: dict[str, tuple[str, ...]] = {"default": (environment_name(targets[0]),)}
+    environments.update({environment_name(t): (environment_name(t),) for t in targets})
+    return environments
+
+
+def _pixi_header(spec_file: str, floors: list[str]) -> tuple[str, ...]:
+    return (f"Written by envbuild {__version__} from {spec_file} (`envbuild export pixi`): one environment per",
+            "target (`pixi install -e <target>`; the default is the first). A CUDA target's platform declares",
+            "the machines it runs on: `driver`, the oldest CUDA driver (minor-version compatibility), and `arch`,",
+            "the lowest GPU its build has kernels for.", *floors)
+
+
+def _target_platforms(target: Target, notes: list[str],
+                      has_cpu: bool) -> tuple[tuple[str, ...], list[str | RichPlatform], str | None]:
     """The target's platforms in pixi: a CUDA target's are rich platforms of the subdirs with CUDA (its
     others are noted); the CPU target's are the plain subdirs."""
     if target.cuda is None:
         return target.platforms, list(target.platforms), None
+    own = _cuda_subdirs(target, notes, has_cpu)
+    driver = f"{target.cuda.major}.0"
+    arch = gpu_floor(target)
+    rich: list[str | RichPlatform] = [RichPlatform(f"{subdir}-{environment_name(target)}", subdir,
+                                                   CudaFloor(driver, arch)) for subdir in own]
+    floor = (f"{target.key}: driver >= {target.min_driver} (CUDA {driver})"
+             + (f", GPUs from {arch} (torch {target.torch}, route {target.route.value})" if arch else ""))
+    return own, rich, floor
+
+
+def _cuda_subdirs(target: Target, notes: list[str], has_cpu: bool) -> tuple[str, ...]:
+    """The target's platforms with CUDA builds; the others are noted, and none at all is refused."""
     known = load_platforms()
     own = tuple(p for p in target.platforms if known[p].cuda)
     left = [p for p in target.platforms if p not in own]
@@ -139,13 +175,7 @@ def _target_platforms(target: Target, notes: list[str], has_cpu: bool) -> tuple[
     if not own:
         raise UsageError(f"target {target.key}: none of its platforms ({', '.join(target.platforms)}) has CUDA "
                          "builds, so pixi has no platform to run it on")
-    driver = f"{target.cuda.major}.0"
-    arch = gpu_floor(target)
-    cuda: Any = {"driver": driver, "arch": arch} if arch else driver
-    rich = [{"name": f"{subdir}-{environment_name(target)}", "platform": subdir, "cuda": cuda} for subdir in own]
-    floor = (f"{target.key}: driver >= {target.min_driver} (CUDA {driver})"
-             + (f", GPUs from {arch} (torch {target.torch}, route {target.route.value})" if arch else ""))
-    return own, rich, floor
+    return own
 
 
 def gpu_floor(target: Target) -> str | None:
@@ -160,23 +190,27 @@ def gpu_floor(target: Target) -> str | None:
     return f"{lowest[0]}.{lowest[1]}"
 
 
-def _platform_name(platform: Any) -> str:
-    return str(platform["name"]) if isinstance(platform, dict) else str(platform)
+def _platform_name(platform: str | RichPlatform) -> str:
+    return platform.name if isinstance(platform, RichPlatform) else platform
 
 
-def _common_conda(contexts: list[tuple[Target, dict[str, Any]]]) -> list[str]:
+def _common_conda(envs: list[tuple[Target, EnvironmentFile]]) -> list[str]:
     """The conda lines every target has (Python, the spec's extras): the default feature's."""
-    lines = [_conda_lines(target, context) for target, context in contexts]
+    lines = [_conda_lines(target, env) for target, env in envs]
     return [line for line in lines[0] if all(line in other for other in lines[1:])]
 
 
-def _conda_lines(target: Target, context: dict[str, Any]) -> list[str]:
+def _conda_lines(target: Target, env: EnvironmentFile) -> list[str]:
     """The lock's conda lines of the target, less conda's pip: pixi installs pypi dependencies itself."""
-    return [line.spec for line in context["conda"] if line.selector is None
+    return [line.spec for line in env.conda if line.selector is None
             and (line.spec != "pip" or "pip" in target.spec.conda)]
 
 
-def _conda_entry(spec: str) -> tuple[str, Any]:
+def _conda_dependencies(lines: Iterable[str]) -> dict[str, CondaDependency]:
+    return dict(_conda_entry(line) for line in lines)
+
+
+def _conda_entry(spec: str) -> tuple[str, CondaDependency]:
     """`pytorch=2.7.1=cuda126*` -> pytorch = { version = "==2.7.1", build = "cuda126*" }; `python=3.11` ->
     python = "3.11.*" (conda's `=X.Y` is X.Y.*); `numpy>=1.26` -> numpy = ">=1.26"."""
     line = parse_conda_line(spec)
@@ -185,25 +219,28 @@ def _conda_entry(spec: str) -> tuple[str, Any]:
     version = line.version or "*"
     if version[0].isdigit():
         version = f"=={version}" if re.fullmatch(r"\d+(\.\d+){2,}", version) else f"{version}.*"
-    return line.name, {"version": version, "build": line.build} if line.build else version
+    return line.name, CondaDependency(version, line.build or None)
 
 
-def _pypi_entry(requirement: str) -> tuple[str, Any]:
+def _pypi_entry(requirement: str) -> tuple[str, PypiDependency]:
     parsed = Requirement(requirement)
-    version = str(parsed.specifier) or "*"
-    if parsed.extras:
-        return parsed.name, {"version": version, "extras": sorted(parsed.extras)}
-    return parsed.name, version
+    return parsed.name, PypiDependency(str(parsed.specifier) or "*", tuple(sorted(parsed.extras)))
 
 
-def _torch_wheels(target: Target) -> dict[str, Any]:
+def _torch_wheels(target: Target) -> dict[str, PypiDependency]:
     """A pip-route target's torch and torchvision, each from the target's wheel index."""
     if target.route is not Route.PIP:
         return {}
-    wheels = {"torch": {"version": f"=={target.torch}", "index": target.pip_index}}
+    wheels = {"torch": PypiDependency(f"=={target.torch}", index=_wheel_index(target))}
     if target.torchvision:
-        wheels["torchvision"] = {"version": f"=={target.torchvision}", "index": target.pip_index}
+        wheels["torchvision"] = PypiDependency(f"=={target.torchvision}", index=_wheel_index(target))
     return wheels
+
+
+def _wheel_index(target: Target) -> str:
+    if target.pip_index is None:  # resolve_targets gives every pip-route target its wheel index
+        raise RuntimeError(f"target {target.key}: route pip without a wheel index")
+    return target.pip_index
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,6 +252,31 @@ def extra_name(target: Target) -> str:
 
 
 def render_uv(spec: EnvSpec, spec_file: str, targets: list[Target]) -> tuple[str, list[tuple[str, str]], list[str]]:
+    project, names, notes = uv_project(spec, spec_file, targets)
+    return uv_pyproject.dumps(project), names, notes
+
+
+def uv_project(spec: EnvSpec, spec_file: str,
+               targets: list[Target]) -> tuple[UvProject, list[tuple[str, str]], list[str]]:
+    """The project of the spec's pip-route targets: an extra per target, each taking torch (and torchvision)
+    from its own explicit index, the extras conflicting; the (target, extra) names; notes."""
+    wheels, notes = _uv_targets(spec, spec_file, targets)
+    platforms = dict.fromkeys(p for t in wheels for p in t.platforms)
+    project = UvProject(
+        name=spec.name, requires_python=f"=={spec.python}.*", dependencies=tuple(spec.pip),
+        optional_dependencies={extra_name(t): _wheel_requirements(t) for t in wheels},
+        environments=tuple(UV_MARKERS[p] for p in platforms),
+        conflicts=(tuple(extra_name(t) for t in wheels),) if len(wheels) > 1 else (),
+        sources=_uv_sources(wheels),
+        indexes=tuple(UvIndex(_index_name(t), _wheel_index(t)) for t in wheels),
+        # the example names an extra this file has, never a fixed one
+        header=(f"Written by envbuild {__version__} from {spec_file} (`envbuild export uv`): one extra per pip-route",
+                f"target, each taking torch from its PyTorch wheel index (`uv sync --extra {extra_name(wheels[0])}`)."))
+    return project, [(t.key, extra_name(t)) for t in wheels], notes
+
+
+def _uv_targets(spec: EnvSpec, spec_file: str, targets: list[Target]) -> tuple[list[Target], list[str]]:
+    """The targets uv installs (route pip), and notes of what it leaves out; a spec without one is refused."""
     notes = [f"target {t.key} (route {t.route.value}) left out: uv installs from pip indexes; `envbuild export "
              "pixi` carries it" for t in targets if t.route is not Route.PIP]
     wheels = [t for t in targets if t.route is Route.PIP]
@@ -224,72 +286,21 @@ def render_uv(spec: EnvSpec, spec_file: str, targets: list[Target]) -> tuple[str
     if spec.conda:
         notes.append(f"conda packages left out ({', '.join(spec.conda)}): uv installs from pip indexes; list their "
                      "pip names under `pip:` to have them in the project")
-    extras = {extra_name(t): [f"torch=={t.torch}+{t.pip_tag}"]
-              + ([f"torchvision=={t.torchvision}+{t.pip_tag}"] if t.torchvision else []) for t in wheels}
-    indexes = [{"name": f"pytorch-{extra_name(t)}", "url": t.pip_index, "explicit": True} for t in wheels]
-    sources = {name: [{"index": f"pytorch-{extra_name(t)}", "extra": extra_name(t)} for t in wheels
-                      if name == "torch" or t.torchvision] for name in ("torch", "torchvision")}
-    platforms = list(dict.fromkeys(p for t in wheels for p in t.platforms))
-    uv: dict[str, Any] = {"package": False, "environments": [UV_MARKERS[p] for p in platforms]}
-    if len(wheels) > 1:
-        uv["conflicts"] = [[{"extra": extra_name(t)} for t in wheels]]
-    document: list[tuple[str, Any]] = [
-        ("project", {"name": spec.name, "version": "0.0.0", "requires-python": f"=={spec.python}.*",
-                     "dependencies": list(spec.pip)}),
-        ("project.optional-dependencies", extras),
-        ("tool.uv", uv),
-        ("tool.uv.sources", {k: v for k, v in sources.items() if v}),
-        *(("[tool.uv.index]", index) for index in indexes),
-    ]
-    # the example names an extra this file has (or says there is none), never a fixed one
-    example = (f"`uv sync --extra {extra_name(wheels[0])}`" if wheels
-               else "none here: the spec's targets all take torch from conda-forge")
-    header = [f"Written by envbuild {__version__} from {spec_file} (`envbuild export uv`): one extra per pip-route",
-              f"target, each taking torch from its PyTorch wheel index ({example})."]
-    return _toml_text(header, document), [(t.key, extra_name(t)) for t in wheels], notes
+    return wheels, notes
 
 
-# ---------------------------------------------------------------------------------------------
-# TOML
+def _uv_sources(wheels: list[Target]) -> dict[str, tuple[UvSource, ...]]:
+    """torch (and torchvision) from each extra's own index."""
+    def source(target: Target) -> UvSource:
+        return UvSource(_index_name(target), extra_name(target))
+
+    return {"torch": tuple(map(source, wheels)), "torchvision": tuple(source(t) for t in wheels if t.torchvision)}
 
 
-def _toml_text(header: list[str], document: list[tuple[str, Any]]) -> str:
-    """The document as TOML, by tomlkit: tables in order (a dotted name nests, a name in brackets is an
-    array of tables, `[[tool.uv.index]]`), a mapping inside a table inline, `platforms` one per line."""
-    import tomlkit
-
-    doc = tomlkit.document()
-    for line in header:
-        doc.add(tomlkit.comment(line))
-    for name, table in document:
-        *parents, last = name.strip("[]").split(".")
-        node: Any = doc
-        for part in parents:
-            if part not in node:
-                node.add(part, tomlkit.table(is_super_table=True))
-            node = node[part]
-        body = tomlkit.table()
-        for key, value in table.items():
-            body.add(key, _toml_item(value, one_per_line=key == "platforms"))
-        if name.startswith("["):
-            if last not in node:
-                node.add(last, tomlkit.aot())
-            node[last].append(body)
-        else:
-            node.add(last, body)
-    return tomlkit.dumps(doc)
+def _wheel_requirements(target: Target) -> tuple[str, ...]:
+    torchvision = (f"torchvision=={target.torchvision}+{target.pip_tag}",) if target.torchvision else ()
+    return (f"torch=={target.torch}+{target.pip_tag}", *torchvision)
 
 
-def _toml_item(value: Any, one_per_line: bool = False) -> Any:
-    """A value inside a table: mappings inline (`{ version = "==2.7.1", build = "cuda126*" }`), lists as arrays."""
-    import tomlkit
-
-    if isinstance(value, dict):
-        inline = tomlkit.inline_table()
-        inline.update({key: _toml_item(item) for key, item in value.items()})
-        return inline
-    if isinstance(value, list):
-        array = tomlkit.array()
-        array.extend(_toml_item(item) for item in value)
-        return array.multiline(one_per_line and bool(value))
-    return value
+def _index_name(target: Target) -> str:
+    return f"pytorch-{extra_name(target)}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import builder
-import builder.lock.environment
+import builder.formats.environment_yml
 from builder.lock.inputs import lock_inputs, stale_reasons
 from builder.lock.targets import INFO_FILE, LOCK_FILE, LockInfo, check_targets, lock_status
 from builder.specs.model import parse_spec
@@ -59,7 +59,7 @@ def test_envbuild_version_bump_keeps_the_hash(monkeypatch) -> None:
     before = lock_inputs(target())
     header_before = before.conda_environment_yml
     monkeypatch.setattr(builder, "__version__", "0.1.1")
-    monkeypatch.setattr(builder.lock.environment, "__version__", "0.1.1")
+    monkeypatch.setattr(builder.formats.environment_yml, "__version__", "0.1.1")  # the writer stamps it
     after = lock_inputs(target())
     assert "0.1.1" in after.conda_environment_yml and "0.1.1" not in header_before  # the header moved
     assert before.input_hash == after.input_hash

@@ -41,7 +41,7 @@ def test_text_round_trip(version: CudaVersion) -> None:
 
 @given(versions, st.sampled_from(["_py311_h1a2b3c4_300", "py311h1a2b3c4_0", "_h1a2b3c4_1"]))
 def test_build_round_trip(version: CudaVersion, tail: str) -> None:
-    assert CudaVersion.from_build(f"cuda{version.digits}{tail}") == version
+    assert CudaVersion.from_build(f"{version.build_prefix}{tail}") == version
     assert CudaVersion.from_build(f"py3.11_cuda{version}_cudnn9.1.0_0") == version
 
 
