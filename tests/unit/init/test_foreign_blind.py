@@ -49,7 +49,6 @@ DEV_MISSES: dict[str, str] = {
     # batch 3, before any rule change
     "peft--examples-lora_finetuning_transformer_engine/Dockerfile":
         "base image: NGC 26.01 is not in the NGC table, so the unpinned torch of the requirements file beside wins",
-    "xformers--pyproject.toml": "refused as no torch: its torch is only in [build-system] requires",
     "flash-attention--tools-ci-docker/Dockerfile":
         "torch's CUDA from a --find-links page (nightly/cu130) is not read, nor the project COPYed as a folder",
     "lerobot/uv.lock": "a 1.1 MiB uv.lock is over init's 1 MiB file limit",
