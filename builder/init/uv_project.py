@@ -73,12 +73,9 @@ def read_pyproject_data(data: dict[str, Any], source: str) -> VariantsReading:
     reading = VariantsReading(source, kind="pyproject.toml")
     uv = _table(tool.get("uv"))
     hatch = _hatch_envs(_table(_table(tool.get("hatch")).get("envs")))
-    project = Project(table, _strings(table.get("dependencies")), _indexes(uv), _table(uv.get("sources")), uv,
-                      hatch)
     candidates = _candidates(table, data.get("dependency-groups")) + list(hatch)
-    if not any(_has_torch(c.requirements) for c in candidates) and not _has_torch(project.base):
-        raise reading.fail("no torch in it (in [project] dependencies, its extras or dependency groups); envbuild "
-                           "builds PyTorch environments")
+    base = _base_requirements(reading, table, candidates, _table(data.get("build-system")))
+    project = Project(table, base, _indexes(uv), _table(uv.get("sources")), uv, hatch)
     reading.name = str(table.get("name") or "") or None
     per_variant = any(_conditional(s) for s in project.torch_sources)
     for candidate in candidates if per_variant else [Candidate("project", "", ())]:
@@ -86,6 +83,23 @@ def read_pyproject_data(data: dict[str, Any], source: str) -> VariantsReading:
     _note_unread(reading, candidates, per_variant, uv)
     reading.summarise()
     return reading
+
+
+def _base_requirements(reading: Reading, table: dict[str, Any], candidates: list[Candidate],
+                       build: dict[str, Any]) -> tuple[str, ...]:
+    """[project] dependencies; where neither they nor an extra, group or hatch env name torch, the
+    [build-system] requires that do: a project whose build imports torch (a CUDA extension's setup.py) builds
+    against that torch, and `pip install --no-build-isolation .` needs it installed first."""
+    base = _strings(table.get("dependencies"))
+    if _has_torch(base) or any(_has_torch(c.requirements) for c in candidates):
+        return base
+    requires = _strings(build.get("requires"))
+    if not _has_torch(requires):
+        raise reading.fail("no torch in it (in [project] dependencies, its extras, dependency groups or "
+                           "[build-system] requires); envbuild builds PyTorch environments")
+    reading.note("[build-system] requires", "derived", "torch only in the build requirements: the project "
+                 "builds against it, so the spec installs them with its own dependencies")
+    return base + requires
 
 
 def _strings(value: Any) -> tuple[str, ...]:

@@ -259,6 +259,34 @@ def test_older_lock_versions_read_the_same_way(tmp_path: Path, version: int) -> 
 # Reading uv's pyproject.toml
 
 
+def test_a_pyproject_whose_torch_is_only_a_build_requirement_builds_against_it(tmp_path: Path) -> None:
+    # a CUDA extension's pyproject: torch only in [build-system] requires, the rest tool configuration
+    result = imported(tmp_path, "pyproject.toml", """
+        [build-system]
+        requires = ["setuptools >= 64", "torch >= 2.10"]
+        build-backend = "setuptools.build_meta"
+
+        [tool.black]
+        line-length = 88
+    """, upgrade=True)
+    assert result.spec.torch.startswith("2.") and int(result.spec.torch.split(".")[1]) >= 10
+    assert any(entry.startswith("setuptools") for entry in result.spec.pip)
+    assert notes_of(result)["[build-system] requires"][0] == "derived"
+    with pytest.raises(UsageError, match=r"\[build-system\] requires"):  # no torch anywhere: still refused
+        imported(tmp_path / "none", "pyproject.toml", """
+            [build-system]
+            requires = ["setuptools"]
+        """)
+    with_project = imported(tmp_path / "dep", "pyproject.toml", """
+        [build-system]
+        requires = ["setuptools", "torch>=2.10"]
+        [project]
+        name = "p"
+        dependencies = ["torch==2.7.1"]
+    """, upgrade=True)
+    assert with_project.spec.torch == "2.7.1"  # [project]'s torch is the one installed, not the build's
+
+
 def test_dependency_groups_with_their_own_index_are_variants(tmp_path: Path) -> None:
     result = imported(tmp_path, "pyproject.toml", """
         [project]
