@@ -23,10 +23,10 @@ from typing import Any
 from packaging.version import Version
 
 from builder.errors import UsageError
+from builder.formats.conda_matchspec import CondaLine
 from builder.init.base_images import ImageTorch, image_cuda, image_platform, image_python, image_torch
 from builder.init.dockerfile_shell import Install, find_install, pip_arguments, shell_commands, stated_python
 from builder.init.dockerfile_vars import BuildVariables
-from builder.init.lines import CondaLine
 from builder.init.read_requirements import read_included_requirements
 from builder.init.reading import (
     Hint,

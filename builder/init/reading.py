@@ -17,12 +17,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from builder.errors import UsageError
+from builder.formats.conda_matchspec import CondaLine, parse_conda_line
 from builder.init.base_images import ImageTorch
 from builder.init.lines import (
     CONDA_TORCH,
     CONDA_TORCH_FLAVOURS,
     CPU,
-    CondaLine,
     Note,
     Outcome,
     cuda_from_build,
@@ -30,7 +30,6 @@ from builder.init.lines import (
     cuda_from_version,
     is_pips_default_index,
     load_import_rules,
-    parse_conda_line,
 )
 from builder.init.wheels import WheelFile, read_wheel, wheel_location
 from builder.safe_io.text import MAX_NUMBER_DIGITS, escape_unsafe, overlong_number

@@ -17,8 +17,9 @@ from packaging.markers import InvalidMarker, Marker, UndefinedComparison, Undefi
 from packaging.markers import default_environment as marker_environment
 from packaging.requirements import InvalidRequirement, Requirement
 
+from builder.formats.conda_matchspec import parse_conda_line
 from builder.init.dockerfile_shell import find_install, pip_arguments, shell_commands
-from builder.init.lines import cuda_from_tag, parse_conda_line
+from builder.init.lines import cuda_from_tag
 from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.reading import LINUX_MARKERS, Hint, Reading, read_pip_text
 from builder.init.variants import (
