@@ -216,7 +216,7 @@ class DoctorReport:
         traits = "".join(f"; {trait.name} ({trait.source})" for trait in kind.traits)
         return [
             ["OS", host.os],
-            ["Host kind", f"{kind.name} ({kind.source}){traits}"],
+            ["Host kind", f"{kind.answer} ({kind.source}){traits}"],
             ["Python", host.python],
             ["Docker engine", engine_text],
             ["NVIDIA container toolkit", "; ".join(toolkit) or "none"],
@@ -369,7 +369,7 @@ def _engine_findings(facts: HostFacts) -> list[HostCheck]:
 
 
 def _kind_findings(kind: HostKind) -> list[HostCheck]:
-    findings = [HostCheck(INFO, "host kind", f"{kind.name} (from {kind.source}): {kind.means}", kind.fix)]
+    findings = [HostCheck(INFO, "host kind", f"{kind.answer} (from {kind.source}): {kind.means}", kind.fix)]
     findings += [HostCheck(INFO, "host kind", f"{trait.name} (from {trait.source}): {trait.means}")
                  for trait in kind.traits]
     return findings

@@ -75,12 +75,20 @@ class HostKind:
     traits: tuple[Trait, ...] = ()
     also: tuple[str, ...] = ()  # other kinds the sources name too (a container on WSL2)
     kernel_module: str | None = None  # the loaded module's version, from /proc/driver/nvidia/version
+    # Said where no source tells the kind apart from another it could be: "linux host or container: not told"
+    # when only nvidia-smi's UNIX marks name it (its output reads the same on a host and in a container there).
+    not_told: str | None = None
+
+    @property
+    def answer(self) -> str:
+        """What doctor tells of the kind: its name, or which kinds it could be and that nothing told which."""
+        return self.not_told or self.name
 
     def has(self, trait: str) -> bool:
         return any(t.name == trait for t in self.traits)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "means": self.means, "fix": self.fix,
+        return {"name": self.name, "answer": self.answer, "not_told": self.not_told, "source": self.source, "means": self.means, "fix": self.fix,
                 "also": list(self.also), "kernel_module": self.kernel_module,
                 "traits": [{"name": t.name, "source": t.source, "means": t.means} for t in self.traits]}
 
@@ -131,11 +139,22 @@ def read_host_kind(probe: HostProbe, driver: DriverReading, board_names: tuple[s
     nvidia-smi printed. Every kind the sources name is kept (`also`), the first of them is the kind."""
     named = _named_kinds(probe, driver, board_names)
     kind, source = _strongest(named)
-    entry = _kinds_data()["kinds"][kind]
+    not_told = _not_told(kind, probe)
+    entry = _kinds_data()["not_told" if not_told else "kinds"][kind]
     return HostKind(name=kind, source=source, means=entry["means"], fix=entry.get("fix"),
                     traits=_traits(probe, board_names, mig_on), also=tuple(dict.fromkeys(
                         k for k, _ in named if k not in (kind, "linux"))),
-                    kernel_module=_module_version(probe.proc_driver_version))
+                    kernel_module=_module_version(probe.proc_driver_version), not_told=not_told)
+
+
+def _not_told(kind: str, probe: HostProbe) -> str | None:
+    """Which kinds the host could be when no source told them apart (builder/data/host_kinds.yaml's `not_told`):
+    nothing named a kind; or only nvidia-smi's UNIX marks named Linux, with the system itself not read, so its
+    container markers were not read either (/proc/driver/nvidia/version reads the same inside a container)."""
+    if kind == "unknown" or (kind == "linux" and probe.system is None and probe.container is None):
+        answer: str = _kinds_data()["not_told"][kind]["answer"]
+        return answer
+    return None
 
 
 def _named_kinds(probe: HostProbe, driver: DriverReading, board_names: tuple[str, ...] = ()) -> list[tuple[str, str]]:

@@ -85,6 +85,37 @@ def test_the_host_kind_and_what_told_it(capture: Path, probe: HostProbe, kind: s
     assert named == kind and told_by in source
 
 
+@pytest.mark.parametrize(("capture", "probe", "answer"), [
+    # A UNIX driver's table reads the same on a Linux host and in a container there: not told which.
+    (BLIND / "tensorflow-62328-gtx1650-535-table.txt", NOTHING_READ, "linux host or container: not told"),
+    (BLIND / "k8s-device-plugin-145-m2090-q-390.txt", NOTHING_READ, "linux host or container: not told"),
+    # The system read (its OS, its container markers): told.
+    (BLIND / "tensorflow-62328-gtx1650-535-table.txt", HostProbe(system="Linux"), "linux"),
+    (BLIND / "tensorflow-62328-gtx1650-535-table.txt", HostProbe(container="/.dockerenv"), "container"),
+    # Kinds nvidia-smi's own output tells are named, though the system was not read.
+    (BLIND / "ollama-13536-windows-rtx4050-591-wddm.txt", NOTHING_READ, "windows"),
+    (CORPUS / "wsl2-546-cuda-err.txt", NOTHING_READ, "wsl"),
+    # Nothing names any kind.
+    (BLIND / "pytorch-99137-list-quadro-k620.txt", NOTHING_READ, "host kind: not told"),
+])
+def test_a_kind_no_source_tells_apart_is_said_not_told(capture: Path, probe: HostProbe, answer: str) -> None:
+    reading = parse_nvidia_smi(capture.read_bytes())
+    driver = DriverReading("nvidia-smi", None, reading.driver_version, smi_signs=reading.signs,
+                           smi_failure=reading.failure)
+    kind = read_host_kind(probe, driver, tuple(gpu.name for gpu in reading.gpus))
+    assert kind.answer == answer
+    assert (kind.not_told is None) == (answer == kind.name)
+    if kind.not_told:
+        assert "not told" not in kind.means and "nothing doctor read tells" in kind.means
+
+
+def test_the_report_says_not_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, report = replayed(BLIND / "tensorflow-62328-gtx1650-535-table.txt", tmp_path, monkeypatch, NOTHING_READ)
+    assert report.host.kind.answer == "linux host or container: not told"
+    assert any(check.message.startswith("linux host or container: not told") for check in report.findings)
+    assert any(row[1].startswith("linux host or container: not told") for row in report.host_rows())
+
+
 def test_a_vgpu_guest_is_named_and_told_its_licence() -> None:
     # Fixture: the lines a vGPU guest's `nvidia-smi -q` prints (no capture of one in the corpora).
     text = ("Driver Version                            : 535.161.07\n"
