@@ -34,6 +34,10 @@ batch-2 rule: hosts-batch2 dev=9/15 heldout=7/11 (verdicts alone 13/15, 11/11). 
 (verdicts alone 15/15, 11/11); batch 1 then dev=22/26 heldout=11/16 (one dev label corrected, the K80's 11.8).
 Batch 2's held-out misses: two pastes from pods that show only the pod's prompt (a notebook user, a Deployment
 pod's hostname), no marker of a container.
+
+Batch 3 (`hosts-batch3:`, 21 captures: 12 dev, 9 held out), labelled under the "not told" policy (the manifest's
+header): its host kind is scored as doctor's whole answer, so "linux host or container: not told" passes only
+where the label says it. Before any batch-3 rule: hosts-batch3 dev=3/12 heldout=4/9 (verdicts alone 10/12, 7/9).
 """
 
 from __future__ import annotations
