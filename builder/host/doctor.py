@@ -449,11 +449,27 @@ def judge_targets(facts: HostFacts, targets: list[Target], compat: CompatData) -
 
 def _judge_with_gpus(facts: HostFacts, target: Target, targets: list[Target],
                      drivers: dict[str, tuple[str, HostCheck]], compat: CompatData) -> TargetVerdict:
-    """`_judge`, except that a driver which lists no GPU never makes a CUDA build "run"."""
+    """`_judge`, except that a driver which lists no GPU, or reports no CUDA version, never makes a CUDA build
+    "run": a verdict of "runs" rests on the driver, a CUDA it reports and a GPU."""
     judged = _judge(facts, target, targets, drivers, compat)
-    if facts.gpus or judged.verdict not in (RUNS, MINOR_COMPAT) or target.cuda is None:
+    if judged.verdict not in (RUNS, MINOR_COMPAT) or target.cuda is None:
         return judged
-    return replace(judged, verdict=UNKNOWN, findings=(*judged.findings, _no_gpu_listed(target)))
+    missing = _no_cuda_reported(facts.driver, target) if facts.gpus else _no_gpu_listed(target)
+    if missing is None:
+        return judged
+    return replace(judged, verdict=UNKNOWN, findings=(*judged.findings, missing))
+
+
+def _no_cuda_reported(driver: DriverReading, target: Target) -> HostCheck | None:
+    """nvidia-smi's CUDA field is there but no version ("N/A"): this driver serves no CUDA here (a vGPU host's
+    manager driver has none; a container may not reach libcuda), so its number alone proves nothing."""
+    if driver.smi_cuda_not_a_version is None:
+        return None
+    return HostCheck(
+        UNDECIDED, "driver", f"nvidia-smi reports CUDA Version: {driver.smi_cuda_not_a_version}, so whether the "
+        f"CUDA {target.cuda} build runs here is unknown: a vGPU host's manager driver serves no CUDA (run CUDA in "
+        "its guests, on the guest driver), and a container without the driver's libcuda reports none",
+        "on a vGPU host run the build in a guest VM; in a container pass the GPU with `--gpus` or CDI")
 
 
 def _judge(facts: HostFacts, target: Target, targets: list[Target],
