@@ -71,7 +71,8 @@ from tests.world.offline import (
 
 # What a user writes without envbuild. pip route: Debian's python (the env-builder base, the world's
 # stand-in for python:3.11-slim) and pip from the index (Debian strips ensurepip), then the same pins
-# the spec names, from the same index. conda route: the same installer and lock, run once in place.
+# the spec names, from the same index. conda route: the same installer and lock, run once in place (its plan
+# named as a group, `all`, so the per-step split reads its RUN as it reads the image's).
 # Both hold what the image holds besides the env: the same compiler RUN for torch.compile (rendered from the
 # same block), so `ratio=` compares images with the same content; `env_ratio=` leaves that RUN out of both.
 PIP_BASELINE = """FROM {base}
@@ -84,10 +85,10 @@ RUN python3 -c "import urllib.request as r; r.urlretrieve('{pip_wheel}', '/tmp/p
 CONDA_BASELINE = """FROM {base}
 {compiler}
 COPY envbuild/layers/installer/ /
-COPY envbuild/plan.json /opt/envbuild/plan.json
+COPY envbuild/plan.json /opt/envbuild/plans/all.json
 RUN python3 -m zipfile -e /opt/envbuild/installer/rattler.zip /tmp/envbuild-rattler \\
  && PYTHONPATH=/opt/envbuild/installer:/tmp/envbuild-rattler python3 -m builder.lock.install \\
-      --plan /opt/envbuild/plan.json --prefix /opt/env --cache-dir /tmp/envbuild-cache \\
+      --plan /opt/envbuild/plans/all.json --prefix /opt/env --cache-dir /tmp/envbuild-cache \\
  && rm -rf /tmp/envbuild-cache /tmp/envbuild-rattler /opt/envbuild
 ENV PATH=/opt/env/bin:$PATH
 """
