@@ -24,6 +24,7 @@ from packaging.version import Version
 
 from builder.errors import UsageError
 from builder.init.base_images import ImageTorch, image_cuda, image_platform, image_python, image_torch
+from builder.init.dockerfile_projects import folder_and_extras, read_project_folder, read_uv_sync
 from builder.init.dockerfile_shell import Install, find_install, pip_arguments, shell_commands, stated_python
 from builder.init.dockerfile_vars import BuildVariables
 from builder.init.lines import CondaLine
@@ -72,6 +73,7 @@ class _Stage:
     python: tuple[str, str] | None = None  # (the command, X.Y)
     cwd: str = "/"  # where the RUN line's shell stands now (`cd` moves it)
     clones: dict[str, str] = field(default_factory=dict)  # a folder `git clone` made -> its repository
+    projects_read: set[Path] = field(default_factory=set)  # the uv.lock / pyproject.toml files read in place
 
     def start(self, image: str | None) -> None:
         self.variables.start_stage()
@@ -100,9 +102,9 @@ class _Stage:
             self.clones[posixpath.normpath(posixpath.join(self.cwd, folder))] = url
         return True
 
-    def context_file(self, target: str) -> Path | None:
-        """The build-context file a container path names (through the stage's COPY lines), when it is a file
-        inside the context; else None."""
+    def context_file(self, target: str, folder: bool = False) -> Path | None:
+        """The build-context file (or with `folder`, the folder) a container path names (through the stage's
+        COPY lines), when it lies inside the context; else None."""
         if self.context is None or "://" in target:
             return None
         wanted = posixpath.normpath(posixpath.join(self.workdir, target))
@@ -111,7 +113,7 @@ class _Stage:
         root = self.context.resolve()
         for candidate in filter(None, candidates):
             path = (self.context / candidate).resolve()
-            if path.is_relative_to(root) and path.is_file():
+            if path.is_relative_to(root) and (path.is_dir() if folder else path.is_file()):
                 return path
         return None
 
@@ -179,7 +181,7 @@ def _read_instruction(reading: Reading, keyword: str, command: Any, stage: _Stag
         stage.workdir = posixpath.normpath(posixpath.join(stage.workdir, variables.expand(command.value[0])))
     elif keyword in ("COPY", "ADD") and not any(f.startswith("--from") for f in command.flags):
         words = [variables.expand(word) for word in command.value]
-        dest = posixpath.join(stage.workdir, words[-1]) if len(words) >= 2 else ""
+        dest = posixpath.normpath(posixpath.join(stage.workdir, words[-1])) if len(words) >= 2 else ""
         stage.copies += [(word, dest) for word in words[:-1]]
     elif keyword == "RUN":
         stage.cwd = stage.workdir
@@ -256,20 +258,53 @@ def _read_command(reading: Reading, words: list[str], stage: _Stage) -> None:
     if python:
         stage.python = (command, python)
     install = find_install(words, command)
-    if install is None:
-        return
+    if install is not None:
+        _read_install(reading, install, stage)
+
+
+def _read_install(reading: Reading, install: Install, stage: _Stage) -> None:
     if install.tool in ("pip", "mim"):
         _read_pip_install(reading, list(install.words), stage)
         if install.tool == "mim":
-            reading.note(command, "assumed", "`mim install` picks OpenMMLab's build for the torch and CUDA it finds; "
-                                             "the spec lists the packages by name, which pip builds from source")
+            reading.note(install.text, "assumed", "`mim install` picks OpenMMLab's build for the torch and CUDA it "
+                                                  "finds; the spec lists the packages by name, which pip builds from "
+                                                  "source")
     elif install.tool == "pip-wheel":
         _read_pip_wheel(reading, list(install.words), stage)
+    elif install.tool == "uv-sync":
+        _read_uv_sync(reading, install, stage)
     elif install.tool == "conda":
         _read_conda_install(reading, list(install.words))
         _read_conda_file_flags(reading, install, stage)
     else:
         _read_conda_env_file(reading, install, stage)
+
+
+def _read_uv_sync(reading: Reading, install: Install, stage: _Stage) -> None:
+    """`uv sync`: the uv.lock (else pyproject.toml) of the project folder it runs in (`--project DIR`,
+    `--directory DIR`), as the stage's COPY lines placed it; read once, however many times the file syncs."""
+    words = list(install.words)
+    folder = next((words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--project", "--directory")), ".")
+    lock = stage.context_file(posixpath.join(folder, "uv.lock"))
+    pyproject = stage.context_file(posixpath.join(folder, "pyproject.toml"))
+    first = lock or pyproject
+    if first is not None and first in stage.projects_read:
+        return
+    if first is not None:
+        stage.projects_read.add(first)
+    read_uv_sync(reading, install.text, install.words, lock, pyproject)
+
+
+def _read_project_install(reading: Reading, package: str, stage: _Stage) -> bool:
+    """`pip install /tmp/project[extra]`: a project folder the stage COPYed in, its pyproject.toml read in its
+    place; False when the target is no such folder."""
+    found = folder_and_extras(package)
+    folder = stage.context_file(found[0], folder=True) if found else None
+    pyproject = folder / "pyproject.toml" if folder else None
+    if found is None or pyproject is None or not pyproject.is_file() or pyproject in stage.projects_read:
+        return False
+    stage.projects_read.add(pyproject)
+    return read_project_folder(reading, pyproject, found[1], f"pip install {package}")
 
 
 def _read_conda_env_file(reading: Reading, install: Install, stage: _Stage) -> None:
@@ -311,7 +346,7 @@ def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None
             reading.note(f"pip install {package} (in the clone of {clone})", "unmapped",
                          "a package built from a git clone; publish it to an index and pin it by version, or "
                          "build it in your job once the env exists")
-        else:
+        elif not _read_project_install(reading, package, stage):
             read_pip_text(reading, package)
 
 

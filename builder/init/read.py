@@ -1,6 +1,6 @@
 """Reading an environment file into a `Reading`: what its lines say, in file order, before anything is decided.
 
-environment.yml files are read key by key; requirements.txt, conda-lock.yml and Dockerfiles are read
+environment.yml files are read key by key; requirements.txt, conda-lock.yml, uv.lock and Dockerfiles are read
 into the same `Reading` (their lines by builder/init/reading.py's readers), so one set of decisions
 (`builder.init.choose`) serves every format. pixi.toml, pixi.lock and uv's pyproject.toml declare several
 CUDA variants: their readers (builder/init/pixi_manifest.py, pixi_lock.py, uv_project.py) read one
@@ -28,6 +28,7 @@ from builder.init.reading import (
     read_pip_text,
     read_text_file,
 )
+from builder.init.uv_lock import read_uv_lock_file
 from builder.init.uv_project import read_pyproject_data
 from builder.init.variants import read_toml_file
 from builder.specs.cuda import CudaVersion
@@ -41,8 +42,8 @@ def read_environment(path: Path) -> Reading:
     return read_environment_data(read_yaml_file(path, "environment.yml"), str(path))
 
 
-FORMATS = ("an environment.yml, a requirements.txt, a conda-lock.yml, a Dockerfile, a pixi.toml, a pixi.lock or "
-           "a pyproject.toml")
+FORMATS = ("an environment.yml, a requirements.txt, a conda-lock.yml, a Dockerfile, a pixi.toml, a pixi.lock, "
+           "a pyproject.toml or a uv.lock")
 
 
 def read_source(path: Path, allow_outside: bool = False) -> Reading:
@@ -60,6 +61,8 @@ def read_source(path: Path, allow_outside: bool = False) -> Reading:
     if kind in ("pixi.toml", "pyproject.toml"):
         data = read_toml_file(path, kind)
         return read_pixi_manifest_data(data, str(path)) if kind == "pixi.toml" else read_pyproject_data(data, str(path))
+    if kind == "uv.lock":
+        return read_uv_lock_file(path)
     if kind == "pixi.lock":
         return read_pixi_lock_data(read_yaml(path, kind, UsageError, "give envbuild the pixi.lock pixi wrote",
                                              limit=MAX_LOCK_BYTES, max_nodes=MAX_EXPANDED_NODES), str(path),
@@ -96,6 +99,8 @@ def _kind_by_name(name: str) -> str | None:
         return "conda-lock.yml"
     if name.endswith("pixi.lock"):
         return "pixi.lock"
+    if name.endswith("uv.lock"):
+        return "uv.lock"
     if name.endswith(".toml"):
         return "pyproject.toml" if name.endswith("pyproject.toml") else "pixi.toml"
     if name.endswith((".yml", ".yaml")):
