@@ -28,7 +28,7 @@ from builder.init.dockerfile_projects import folder_and_extras, read_project_fol
 from builder.init.dockerfile_shell import Install, find_install, pip_arguments, shell_commands, stated_python
 from builder.init.dockerfile_vars import BuildVariables
 from builder.init.lines import CondaLine
-from builder.init.read_requirements import read_included_requirements
+from builder.init.read_requirements import include_requirements, read_included_requirements
 from builder.init.reading import (
     Hint,
     Reading,
@@ -41,6 +41,8 @@ from builder.init.reading import (
 from builder.specs.model import read_yaml_file
 
 UNSET_VARIABLE = re.compile(r"\$\{?\w+\}?")  # what BuildVariables leaves of a variable it has no value for
+# what may stand before such a variable in a pip target: a name (its version the variable), or a pin (its local tag)
+UNSET_HEAD = re.compile(r"[A-Za-z0-9][\w.\-]*(\[[^\]]*\])?((==|>=|<=|~=|!=|<|>)[\w.]+\+)?")
 CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file", "-f"}
 
 
@@ -74,10 +76,27 @@ class _Stage:
     cwd: str = "/"  # where the RUN line's shell stands now (`cd` moves it)
     clones: dict[str, str] = field(default_factory=dict)  # a folder `git clone` made -> its repository
     projects_read: set[Path] = field(default_factory=set)  # the uv.lock / pyproject.toml files read in place
+    current: str | None = None  # the name (`AS name`) of the stage that runs now
+    pythons: dict[str, tuple[str, str] | None] = field(default_factory=dict)  # a named stage's Python
 
     def start(self, image: str | None) -> None:
         self.variables.start_stage()
         self.image, self.copies, self.workdir, self.python, self.clones = image, [], "/", None, {}
+
+    def enter(self, named: str, alias: str | None) -> str | None:
+        """A FROM line: the image the new stage runs on. `FROM build` names an earlier stage: it runs on
+        that stage's image, with the Python that stage installed."""
+        if self.current is not None:
+            self.pythons[self.current] = self.python
+        earlier = named in self.names
+        image = self.names[named] if earlier else named or None
+        self.start(image)
+        if earlier:
+            self.python = self.pythons.get(named)
+        self.current = alias
+        if alias:
+            self.names[alias] = image
+        return image
 
     def clone_of(self, target: str) -> str | None:
         """The repository a pip target's folder was cloned from, when it lies in a `git clone` folder."""
@@ -202,17 +221,14 @@ def _shell_lines(command: Any) -> list[str]:
 def _read_from(reading: Reading, command: Any, stage: _Stage) -> ImageTorch | None:
     """A FROM line starts a stage afresh (the last stage's base is the image that runs): its base image,
     its platform flag, and the torch the image brings; an nvidia/cuda image is a weak hint."""
-    words = [stage.variables.expand(word) for word in command.value]
+    words = [stage.variables.expand(word, in_from=True) for word in command.value]
     named = words[0] if words else ""
-    # `FROM build` names an earlier stage: it runs on that stage's image
     direct = named not in stage.names
-    image = named or None if direct else stage.names[named]
-    stage.start(image)
+    image = stage.enter(named, words[2] if len(words) >= 3 and words[1].lower() == "as" else None)
     reading.weak_hints.clear()
-    if len(words) >= 3 and words[1].lower() == "as":
-        stage.names[words[2]] = image
     for flag in command.flags:
-        platform = image_platform(stage.variables.expand(flag)) if flag.startswith("--platform") else None
+        expanded = stage.variables.expand(flag, in_from=True)
+        platform = image_platform(expanded) if flag.startswith("--platform") else None
         if platform:
             reading.platforms = [platform]
     if image is None:
@@ -331,7 +347,7 @@ def _read_env_file(reading: Reading, path: Path, entry: str) -> bool:
     reading.note(entry, "derived", f"its packages ({path.name}) were read in its place")
     read_channel_list(reading, data.get("channels"))
     for item in data["dependencies"]:
-        read_environment_dependency(reading, item)
+        read_environment_dependency(reading, item, lambda into, line: include_requirements(into, path, line))
     return True
 
 
@@ -346,8 +362,28 @@ def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None
             reading.note(f"pip install {package} (in the clone of {clone})", "unmapped",
                          "a package built from a git clone; publish it to an index and pin it by version, or "
                          "build it in your job once the env exists")
-        elif not _read_project_install(reading, package, stage):
+        elif not _read_project_install(reading, package, stage) and not _read_unset_part(reading, package):
             read_pip_text(reading, package)
+
+
+def _read_unset_part(reading: Reading, package: str) -> bool:
+    """`torch==1.13.1+${CUDA_TAG}`, `certifi${CERTIFI_VERSION}`: a requirement whose local tag or version
+    clause is a variable with no value here (one the RUN line's shell sets at build time, or an ARG the stage
+    does not declare), read as the requirement before it, with what was left out named; False when no
+    requirement stands before the variable."""
+    unset = UNSET_VARIABLE.search(package)
+    head = package[:unset.start()] if unset else ""
+    if unset is None or not head or not UNSET_HEAD.fullmatch(head):
+        return False
+    read_pip_text(reading, head.removesuffix("+"))
+    if head.endswith("+"):
+        reading.note(package, "assumed", f"its local tag is {unset[0]}, which the file gives no value (the RUN "
+                                         f"line's shell sets it at build time): read as {head[:-1]}, its CUDA from "
+                                         "the rest of the file")
+    else:
+        reading.note(package, "unpinned", f"its version is {unset[0]}, which the file gives no value here (an ARG "
+                                          "before FROM needs `ARG NAME` again in the stage): kept without it")
+    return True
 
 
 def _read_pip_wheel(reading: Reading, words: list[str], stage: _Stage) -> None:

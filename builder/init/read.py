@@ -10,6 +10,7 @@ CUDA variants: their readers (builder/init/pixi_manifest.py, pixi_lock.py, uv_pr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from builder.init.dockerfile import read_dockerfile
 from builder.init.pixi_lock import manifest_beside, read_pixi_lock_data
 from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.platform_hints import keep_file_platform
-from builder.init.read_requirements import read_requirements
+from builder.init.read_requirements import include_requirements, read_requirements
 from builder.init.reading import (
     Reading,
     read_channel_list,
@@ -70,7 +71,8 @@ def read_source(path: Path, allow_outside: bool = False) -> Reading:
     data = read_yaml_file(path, kind)
     if kind == "conda-lock.yml" or (isinstance(data, dict) and "package" in data and "dependencies" not in data):
         return read_conda_lock_data(data, str(path))
-    reading = read_environment_data(data, str(path))
+    reading = read_environment_data(data, str(path),
+                                    lambda into, line: include_requirements(into, path, line, allow_outside))
     keep_file_platform(reading, read_text_file(path, kind), path.name)
     return reading
 
@@ -179,7 +181,9 @@ def _read_locked_versions(reading: Reading, names: dict[str, LockedPackage]) -> 
         read_conda_text(reading, f"python={python.version}")
 
 
-def read_environment_data(data: Any, source: str) -> Reading:
+def read_environment_data(data: Any, source: str, include: Callable[[Reading, str], bool] | None = None) -> Reading:
+    """An environment.yml's data; `include` reads a `pip:` list's `-r FILE` line in its place (the file's own
+    folder is the one conda runs pip from)."""
     reading = Reading(source)
     dependencies = _dependency_list(reading, data)
     if isinstance(data.get("name"), str):
@@ -191,7 +195,7 @@ def read_environment_data(data: Any, source: str) -> Reading:
     _read_platforms(reading, data.get("platforms"))
     _note_unread_keys(reading, data)
     for item in dependencies:
-        read_environment_dependency(reading, item)
+        read_environment_dependency(reading, item, include)
     if reading.conda_lines and reading.with_builds * 2 >= reading.conda_lines:
         reading.exported = True
     return reading

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -521,13 +522,16 @@ def read_pip_text(reading: Reading, text: str, entry: str | None = None) -> None
         reading.hints = [Hint(entry, h.cuda) if h.entry == text else h for h in reading.hints]
 
 
-def read_environment_dependency(reading: Reading, item: Any) -> None:
-    """One item of an environment.yml's `dependencies:`: a conda line or a `pip:` list."""
+def read_environment_dependency(reading: Reading, item: Any,
+                                include: Callable[[Reading, str], bool] | None = None) -> None:
+    """One item of an environment.yml's `dependencies:`: a conda line or a `pip:` list; `include` reads a
+    `-r FILE` line's file in its place (True when it did)."""
     if isinstance(item, str):
         read_conda_text(reading, item)
     elif isinstance(item, dict) and set(item) == {"pip"} and isinstance(item["pip"], list):
         reading.has_pip_section = True
         for line in item["pip"]:
-            read_pip_text(reading, str(line))
+            if include is None or not include(reading, str(line)):
+                read_pip_text(reading, str(line))
     else:
         reading.note(str(item), "unmapped", "not a package line or a `pip:` list")
