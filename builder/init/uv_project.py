@@ -211,7 +211,7 @@ def _add_variant(reading: VariantsReading, candidate: Candidate, project: Projec
                                                  "envbuild builds NVIDIA CUDA and CPU targets")
         return
     variant_reading = Reading(reading.source, kind=reading.kind, name=reading.name)
-    _read_python(variant_reading, project.table.get("requires-python"))
+    read_requires_python(variant_reading, project.table.get("requires-python"))
     variant_reading.has_pip_section = True
     requirements = project.base + candidate.requirements
     if candidate.kind == "project":
@@ -243,7 +243,7 @@ def _torch_extras(reading: Reading, project: Project) -> tuple[str, ...]:
     return tuple(requirements)
 
 
-def _read_python(reading: Reading, requires: Any) -> None:
+def read_requires_python(reading: Reading, requires: Any) -> None:
     """`requires-python = ">=3.11"`: the Python versions the project allows, read as the spec's python line."""
     if not requires:
         return
