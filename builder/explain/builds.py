@@ -104,23 +104,31 @@ def kernel_build(context: ExplainContext, capability: tuple[int, int], sm: str,
     newest = f"use {build.words()}, the newest released build with {sm} kernels" + (f" for {name}" if name else "")
     if context.machine.knows_driver:
         return build, f"{newest} this driver runs ({pip_words(build)})"
-    proven = _proven_cuda(context, capability)
-    fitting = [b for b in builds if proven is not None and b.cuda <= proven]
-    if fitting:
-        mine = release_line(context.facts.get("torch") or "")
-        chosen = next((b for b in fitting if b.line == mine), fitting[0])
-        whose = f" for {name}" if name else ""
-        if chosen.line == mine:
-            return chosen, (f"use {chosen.words()}: the log's torch release built with {sm} kernels{whose}, for a "
-                            f"CUDA not newer than the {proven} that ran ({pip_words(chosen)})")
-        return chosen, (f"use {chosen.words()}: the newest released build with {sm} kernels{whose} for CUDA {proven} "
-                        f"or older ({_proven_words(context, proven)}) ({pip_words(chosen)})")
+    proven = _proven_fix(context, builds, capability, f"{sm} kernels" + (f" for {name}" if name else ""))
+    if proven is not None:
+        return proven
     fix = f"{newest} (it needs driver >= {context.compat.min_driver(build.cuda)}; {pip_words(build)})"
     wider = _oldest_driver_build(context, builds)
     if wider.cuda.major != build.cuda.major:
         fix += (f"; for an older driver (>= {context.compat.min_driver(wider.cuda)}), {wider.words()} has them too "
                 f"({pip_words(wider)})")
     return build, fix
+
+
+def _proven_fix(context: ExplainContext, builds: list[Build], capability: tuple[int, int],
+                what: str) -> tuple[Build, str] | None:
+    """The build for a CUDA the log proves its driver runs (the log's torch release first), and the fix."""
+    proven = _proven_cuda(context, capability)
+    fitting = [b for b in builds if proven is not None and b.cuda <= proven]
+    if proven is None or not fitting:
+        return None
+    mine = release_line(context.facts.get("torch") or "")
+    chosen = next((b for b in fitting if b.line == mine), fitting[0])
+    if chosen.line == mine:
+        return chosen, (f"use {chosen.words()}: the log's torch release built with {what}, for a CUDA not newer "
+                        f"than the {proven} that ran ({pip_words(chosen)})")
+    return chosen, (f"use {chosen.words()}: the newest released build with {what} for CUDA {proven} or older "
+                    f"({_proven_words(context, proven)}) ({pip_words(chosen)})")
 
 
 def _proven_cuda(context: ExplainContext, capability: tuple[int, int]) -> CudaVersion | None:
