@@ -34,11 +34,11 @@ class Fact:
 
 
 FACT_ORDER = ("driver", "driver_cuda", "toolkit", "torch", "torch_cuda", "python", "gpu", "sm", "archs", "nccl",
-              "os", "platform", "container", "sdist")
+              "os", "platform", "container", "sdist", "installing")
 FACT_WORDS = {"driver": "driver", "driver_cuda": "driver's CUDA", "toolkit": "CUDA toolkit", "torch": "torch",
               "torch_cuda": "torch's CUDA", "python": "Python", "gpu": "GPU", "sm": "compute capability",
               "archs": "torch arch list", "nccl": "NCCL", "os": "OS", "platform": "platform",
-              "container": "runs in", "sdist": "pip builds from source"}
+              "container": "runs in", "sdist": "pip builds from source", "installing": "pip was installing"}
 
 
 @dataclass(frozen=True)

@@ -548,6 +548,25 @@ def _device_mismatch_in_replica(hit: Hit, context: ExplainContext, said: Refined
     return Judgement(cause, data["fix"], (UsedFact("phase", f"DataParallel replica: {evidence}", line),))
 
 
+@_judge
+def _driver_init_code(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("driver_init_codes", hit):
+        return None
+    code = hit.fields.get("code", "")
+    known = judgement_data()["driver_init_codes"]["codes"].get(code)
+    if known is None:
+        return None
+    cause = (f"{said.message}: {code} is {known['name']}: {known['why']} "
+             f"(line {hit.line}: `{hit.evidence[:FACT_CHARS]}`)")
+    used = [UsedFact("code", code, hit.line)]
+    for name, words in (("gpu", "GPU"), ("driver", "driver")):
+        fact = context.facts.facts.get(name)
+        if fact is not None:
+            cause += f"; the log's {words} is {fact.value} (line {fact.line})"
+            used.append(UsedFact(name, fact.value, fact.line))
+    return Judgement(cause, known["fix"], tuple(used))
+
+
 def facts_of_hit(hit: Hit) -> tuple[UsedFact, ...]:
     """The values the message itself states (its placeholders), each on the hit's line."""
     return tuple(UsedFact(name, value, hit.line) for name, value in hit.fields.items()

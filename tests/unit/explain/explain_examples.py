@@ -134,6 +134,11 @@ EXAMPLES = {
                                        "Address already in use).",
     "explain.amp.autocast-disabled": "UserWarning: torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  "
                                      "Disabling.",
+    "explain.distributed.nccl-id-store": "torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
+                                         "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+                                         "store->get('0') got error: Connection reset by peer",
+    "explain.cuda.driver-init-failed": 'msg="Unable to load cudart library /usr/lib/x86_64-linux-gnu/libcuda.so.'
+                                       '570.86.15: cuda driver library init failure: 999"',
     "explain.distributed.store-timeout": "torch.distributed.DistNetworkError: The client socket has timed out after "
                                          "600000ms while trying to connect to (10.0.0.1, 29500).",
     "explain.nccl.error": "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote "
