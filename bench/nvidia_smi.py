@@ -45,6 +45,12 @@ number; one dev label corrected by the policy, first label scored beside): dev=1
 unchanged. Batch 3's held-out misses (manifest `heldout_misses_batch3`): a Kepler notebook board sold on two chips
 (not in the table, judged driver-first), nvidia-smi's libnvidia-ml.so failure not read as a Linux stack's, and a
 Jetson iGPU named "Orin (nvgpu)" read as neither an arm64 board nor a known GPU.
+
+Batch 4 (`hosts-batch4:`, 15 captures: 9 dev, 6 held out), a fresh measure of the rules as batch 3 left them:
+ten repositories none of batches 1-3 walked plus three reserves (the third appended, recorded, when the list gave
+15), labelled under the same "not told" policy before doctor ran on any of them. Before any batch-4 rule:
+hosts-batch4 dev=5/9 heldout=3/6 (verdicts alone 6/9, 3/6); batches 1-3 unchanged (22/26 11/16, 12/15 9/11,
+12/12 6/9).
 """
 
 from __future__ import annotations
@@ -165,7 +171,7 @@ def _print_scores(outcomes: list[Outcome], as_first_written: list[Outcome], with
     print(f"hosts, verdicts alone: dev={count('dev', 'verdicts_right')}{held('verdicts_right')}")
     print(f"hosts, labels as first written ({relabelled} relabelled): "
           f"dev={count('dev', scored=as_first_written)}{held(scored=as_first_written)}")
-    for batch in (2, 3):
+    for batch in sorted({o.batch for o in outcomes} - {1}):
         print(f"hosts-batch{batch}: dev={count('dev', batch=batch)}{held(batch=batch)}")
         print(f"hosts-batch{batch}, verdicts alone: dev={count('dev', 'verdicts_right', batch=batch)}"
               f"{held('verdicts_right', batch=batch)}")
