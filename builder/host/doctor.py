@@ -622,10 +622,25 @@ def _reported_cuda(driver: DriverReading, compat: CompatData, windows: bool) -> 
     reported = CudaVersion(*driver.cuda)
     floor = compat.min_windows_driver(reported) if windows else compat.min_driver(reported)
     if not driver.driver_version or not floor or at_least(driver.driver_version, floor):
-        return ReportedCuda(reported)
+        return ReportedCuda(reported) if windows else _own_cuda(driver, reported, compat)
     return ReportedCuda(None, f"; its CUDA {driver.cuda_text} comes from forward-compatibility libraries of this "
                         f"environment (driver {driver.driver_version} is older than every CUDA {reported.major}.x "
                         f"driver, >= {floor}), which envbuild's images do not carry")
+
+
+def _own_cuda(driver: DriverReading, reported: CudaVersion, compat: CompatData) -> ReportedCuda:
+    """A Linux driver older than the GA driver of the CUDA it reports has that CUDA from forward-compatibility
+    libraries: its own is the newest CUDA whose GA driver it is at least (compat.yaml `ga_driver`)."""
+    toolkit = compat.toolkit(reported)
+    version = driver.driver_version
+    if version is None or toolkit is None or toolkit.ga_driver is None or at_least(version, toolkit.ga_driver):
+        return ReportedCuda(reported)
+    own = max((cuda for cuda, kit in compat.cuda.items() if kit.ga_driver and at_least(version, kit.ga_driver)),
+              default=None)
+    said = f"CUDA {own}" if own else "an older CUDA"
+    return ReportedCuda(own, f"; its CUDA {driver.cuda_text} comes from forward-compatibility libraries of this "
+                        f"environment (driver {version} is older than CUDA {reported}'s first driver, "
+                        f"{toolkit.ga_driver}; its own is {said}), which envbuild's images do not carry")
 
 
 def _driver_verdict(driver: DriverReading, target: Target, floors: DriverFloors,

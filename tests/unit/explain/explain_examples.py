@@ -40,6 +40,10 @@ EXAMPLES = {
     "explain.cuda.system-not-ready": "Error 802: system not yet initialized",
     "explain.driver.gpu-lost": "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
     "explain.driver.nvml-unknown-error": "Failed to initialize NVML: Unknown Error",
+    "explain.driver.nvml-stub-library": "You should always run with libnvidia-ml.so that is installed with your\n"
+                                        "NVIDIA Display Driver. By default it's installed in /usr/lib and /usr/lib64.\n"
+                                        "libnvidia-ml.so in GDK package is a stub library that is attached only for\n"
+                                        "build purposes\n",
     "explain.driver.no-driver": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
     "explain.driver.os-blocked": "Failed to initialize NVML: GPU access blocked by the operating system",
     "explain.driver.driver-library-mismatch": "Failed to initialize NVML: Driver/library version mismatch",
