@@ -151,6 +151,9 @@ EXAMPLES = {
                                    "with each other:",
     "explain.pip.resolution-impossible": "ERROR: Cannot install torch==2.0.1 and torchvision==0.17.0 because these "
                                          "package versions have conflicting dependencies.",
+    "explain.uv.no-solution": "  × No solution found when resolving dependencies:\n  ╰─▶ Because xformers==0.0.24 depends "
+                              "on torch==2.2.0 and you require xformers==0.0.24 and torch==2.4.0, we can conclude "
+                              "that your requirements are unsatisfiable.",
     "explain.pip.cuda-wheel-index": "ERROR: No matching distribution found for torch==2.1.0+cu121",
     "explain.pip.unsupported-wheel": "ERROR: torch-2.1.0+cu121-cp311-cp311-linux_x86_64.whl is not a supported wheel "
                                      "on this platform.",
