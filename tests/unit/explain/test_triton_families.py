@@ -66,3 +66,9 @@ def test_a_bf16_kernel_on_an_older_gpu_is_the_dtype_not_the_install() -> None:
     rule, cause, fix = _first(log)
     assert rule == "explain.triton.ptxas-failed" and ".bf16" in cause and "sm_80" in cause
     assert "float16" in fix and "TRITON_PTXAS_PATH" not in fix
+
+
+def test_the_symlink_line_pasted_alone_is_the_same_message() -> None:
+    rule, cause, fix = _first("Possible files are located at ['/lib64/libcuda.so.1'].Please create a symlink of "
+                              "libcuda.so to any of the files.\n")
+    assert rule == "explain.triton.libcuda-not-found" and "/lib64/libcuda.so.1" in cause and "ln -s" in fix
