@@ -155,6 +155,16 @@ EXAMPLES = {
                                    "with each other:",
     "explain.pip.resolution-impossible": "ERROR: Cannot install torch==2.0.1 and torchvision==0.17.0 because these "
                                          "package versions have conflicting dependencies.",
+    "explain.triton.libcuda-not-found": "AssertionError: libcuda.so cannot found!\nPlease make sure GPU is set up and "
+                                        "then run \"/sbin/ldconfig\" (requires sudo) to refresh the linker cache.",
+    "explain.triton.no-c-compiler": "RuntimeError: Failed to find C compiler. Please specify via CC environment "
+                                    "variable.",
+    "explain.triton.ptxas-unknown-arch": "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'",
+    "explain.triton.ptxas-failed": "triton.runtime.errors.PTXASError: PTXAS error: `ptxas` failed with error code 1\n"
+                                   "`ptxas` stderr:",
+    "explain.uv.no-solution": "  × No solution found when resolving dependencies:\n  ╰─▶ Because xformers==0.0.24 depends "
+                              "on torch==2.2.0 and you require xformers==0.0.24 and torch==2.4.0, we can conclude "
+                              "that your requirements are unsatisfiable.",
     "explain.pip.cuda-wheel-index": "ERROR: No matching distribution found for torch==2.1.0+cu121",
     "explain.pip.unsupported-wheel": "ERROR: torch-2.1.0+cu121-cp311-cp311-linux_x86_64.whl is not a supported wheel "
                                      "on this platform.",
