@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.errors import EnvbuildError
+from builder.formats.problems import first_problem
 from builder.safe_io.reading import read_bounded
 from builder.userfile import MAX_EXPANDED_NODES, MAX_LOCK_BYTES, decode, load_yaml
 
@@ -135,12 +136,8 @@ def parse_lock(data: object, source: str, error: type[EnvbuildError], fix: str,
     try:
         return CondaLock.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise error(
-            f"{source}: not a valid conda-lock lockfile, the lockfile is corrupted ({where}: {first['msg']}; "
-            f"{exc.error_count()} problem(s)); {fix}"
-        ) from None
+        raise error(f"{source}: not a valid conda-lock lockfile, the lockfile is corrupted ({first_problem(exc)}); "
+                    f"{fix}") from None
 
 
 def lockfile_sha256(path: Path) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.errors import UsageError
+from builder.formats.problems import first_problem
 from builder.generated_files import write_new_file
 from builder.safe_io.reading import read_bounded
 
@@ -106,9 +107,7 @@ def read_host_file(path: Path) -> HostFile:
 
 def damaged_host_file(path: Path, exc: Exception) -> UsageError:
     if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        return UsageError(f"{path}: the host file is damaged ({where}: {first['msg']})")
+        return UsageError(f"{path}: the host file is damaged ({first_problem(exc, with_count=False)})")
     return UsageError(f"{path}: the host file is damaged ({type(exc).__name__}: {exc})")
 
 

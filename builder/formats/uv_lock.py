@@ -15,6 +15,7 @@ import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.errors import UsageError
+from builder.formats.problems import first_problem
 from builder.userfile import MAX_LOCK_BYTES, decode, read_capped
 
 UV_LOCK_FIX = "give envbuild the uv.lock `uv lock` wrote"
@@ -96,7 +97,4 @@ def parse_uv_lock(data: object, source: str) -> UvLock:
     try:
         return UvLock.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"{source}: not a uv.lock envbuild reads ({where}: {first['msg']}; {exc.error_count()} "
-                         f"problem(s)); {UV_LOCK_FIX}") from None
+        raise UsageError(f"{source}: not a uv.lock envbuild reads ({first_problem(exc)}); {UV_LOCK_FIX}") from None
