@@ -92,8 +92,8 @@ COPY envbuild/plan.json /opt/envbuild/plans/all.json
 RUN python3 -m zipfile -e /opt/envbuild/installer/rattler.zip /tmp/envbuild-rattler \\
  && PYTHONPATH=/opt/envbuild/installer:/tmp/envbuild-rattler python3 -m builder.lock.install \\
       --plan /opt/envbuild/plans/all.json --prefix /opt/env --cache-dir /tmp/envbuild-cache \\
- && { PYTHONHASHSEED=0 /opt/env/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash \\
-        /opt/env/lib || true; } \\
+ && (PYTHONHASHSEED=0 /opt/env/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash \\
+        /opt/env/lib || true) \\
  && rm -rf /tmp/envbuild-cache /tmp/envbuild-rattler /opt/envbuild
 ENV PATH=/opt/env/bin:$PATH
 """
