@@ -66,3 +66,12 @@ def test_the_shared_compiler_run_is_left_out_of_the_env_ratio(monkeypatch: pytes
     pair = bench_image.Pair(cold=60.0, baseline=50.0, cold_compiler=12.0, baseline_compiler=10.0)
     assert pair.ratio == pytest.approx(1.2)
     assert pair.env_ratio == pytest.approx(48.0 / 40.0)
+
+
+def test_the_baselines_hold_the_compiler_run_and_the_conda_one_compiles_its_env() -> None:
+    conda = bench_image.CONDA_BASELINE.format(base="base", compiler="RUN compiler")
+    pip = bench_image.PIP_BASELINE.format(base="base", compiler="RUN compiler", pip_wheel="w", index="i", torch="2",
+                                          torchvision="0")
+    assert conda.splitlines()[1] == pip.splitlines()[1] == "RUN compiler"
+    assert "compileall -q -f -j 0 --invalidation-mode unchecked-hash" in conda
+    assert bench_image.GROUP_RUN.search(conda).group(1) == "all"
