@@ -25,11 +25,13 @@ WORD_LIMIT = 24  # longer words (paths, digests, URLs) may fold rather than push
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    # CI logs and pipes get plain text; a terminal gets colour. A pipe is 160 columns wide unless
-    # COLUMNS says otherwise (rich reads COLUMNS itself when given no width).
-    plain = os.environ.get("CI") == "true" or os.environ.get("NO_COLOR") is not None
+    # CI logs and pipes get plain text (no escape at all: a CI log shows them raw); a terminal gets colour,
+    # bold and dim only under NO_COLOR. A pipe is 160 columns wide unless COLUMNS says otherwise (rich
+    # reads COLUMNS itself when given no width).
+    ci = os.environ.get("CI") == "true"
     columns = os.environ.get("COLUMNS", "")
-    return Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=False,
+    return Console(stderr=stderr, no_color=ci or os.environ.get("NO_COLOR") is not None, highlight=False,
+                   soft_wrap=False, color_system=None if ci else "auto",
                    width=None if sys.stdout.isatty() or columns.isdigit() else PIPE_WIDTH)
 
 

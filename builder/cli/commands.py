@@ -204,8 +204,11 @@ def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: 
     if check:
         results = check_targets(resolved, lock_root=solve.lock_root, solver=solve.solver)
     else:
-        results = lock_targets(resolved, lock_root=solve.lock_root, solver=solve.solver, update=solve.update,
-                               force=solve.force, parallel=solve.jobs, timeout=solve.timeout)
+        from builder.cli.live import live_progress
+
+        with live_progress("lock", transient=False) as progress:
+            results = lock_targets(resolved, lock_root=solve.lock_root, solver=solve.solver, update=solve.update,
+                                   force=solve.force, parallel=solve.jobs, timeout=solve.timeout, progress=progress)
     if as_json:
         reports.print_json("lock", [r.as_dict() for r in results])
     else:
