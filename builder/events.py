@@ -6,12 +6,17 @@ The CLI shows them (builder/cli/live.py): a live display on a terminal, plain li
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 State = Literal["start", "update", "done", "failed"]
+STATES = ("start", "update", "done", "failed")
+# How a child process that cannot import envbuild (the in-image installer, the smoke suite) reports its
+# events: one line on its stderr, this prefix and a JSON object of Event's fields.
+LINE_PREFIX = "envbuild-event "
 
 
 @dataclass(frozen=True)
@@ -45,3 +50,18 @@ def to_stderr(event: Event) -> None:
     if event.state == "update" and event.unit == "bytes":
         return
     print(plain_line(event), file=sys.stderr, flush=True)
+
+
+def read_event_line(line: str) -> Event | None:
+    """The event a child's stderr line carries (LINE_PREFIX), None for any other line or a malformed one."""
+    if not line.startswith(LINE_PREFIX):
+        return None
+    try:
+        data = json.loads(line[len(LINE_PREFIX):])
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("state") not in STATES or not isinstance(data.get("subject"), str):
+        return None
+    numbers = {key: data[key] for key in ("completed", "total") if isinstance(data.get(key), int)}
+    return Event(data["subject"][:100], data["state"], str(data.get("text", ""))[:300], unit=str(data.get("unit", "")),
+                 **numbers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, cast
 
@@ -206,7 +207,7 @@ def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: 
     else:
         from builder.cli.live import live_progress
 
-        with live_progress("lock", transient=False) as progress:
+        with live_progress(transient=False) as progress:
             results = lock_targets(resolved, lock_root=solve.lock_root, solver=solve.solver, update=solve.update,
                                    force=solve.force, parallel=solve.jobs, timeout=solve.timeout, progress=progress)
     if as_json:
@@ -336,21 +337,24 @@ def images(spec: Path, as_json: bool) -> None:
 def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_cuda: str | None, only: str | None,
           pull: bool, smoke_container: ContainerFlags, as_json: bool) -> None:
     """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
-    from builder.image.smoke_run import run_labelled_image, run_local
+    from builder.cli.live import live_progress
+    from builder.image.smoke_run import Expected, run_labelled_image, run_local
 
     flags = smoke_container
     _check_smoke_subject(image_name, local, pull)
     if image_name is None:
-        report = run_local(flags.require_gpus, expect_torch, expect_cuda, only, flags.timeout)
+        with live_progress() as progress:
+            report = run_local(flags.require_gpus, expect_torch, expect_cuda, only, flags.timeout, progress=progress)
         title = "smoke: this Python"
     else:
         if pull:
             from builder.image.build import pull_reference  # the engine client: loaded only to pull, not for --local
 
             pull_reference(image_name)
-        report = run_labelled_image(image_name, container=flags.container(), require_gpus=flags.require_gpus,
-                                    expect_torch=expect_torch, expect_cuda=expect_cuda, only=only,
-                                    timeout=flags.timeout)
+        with live_progress() as progress:
+            report = run_labelled_image(image_name, container=flags.container(), require_gpus=flags.require_gpus,
+                                        expect=Expected(expect_torch, expect_cuda), only=only, timeout=flags.timeout,
+                                        progress=progress)
         title = f"smoke: {image_name}"
     if as_json:
         reports.print_json("smoke", report.as_dict())
@@ -737,8 +741,11 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
     if wants_image:
         _onboard_image(resolved, bool(cuda), image_path, locks, as_json)
         return
-    result = path.onboard(resolved, asked=bool(cuda), options=local_env.options(spec), locks=locks.policy(),
-                          echo=_echo_err)
+    from builder.cli.live import live_progress
+
+    with live_progress() as progress:
+        result = path.onboard(resolved, asked=bool(cuda), options=replace(local_env.options(spec), progress=progress),
+                              locks=locks.policy(), echo=_echo_err)
     if as_json:
         reports.print_json("onboard", result.as_dict())
     else:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # rich takes a tenth of a second to import: a piped run never
 
 STATE_STYLES = {"done": "green", "failed": "bold red"}
 STATE_MARKS = {"done": "✓", "failed": "✗"}
+NAME_WIDTH, AMOUNT_WIDTH = 28, 26  # a smoke check's name; "1.2 GB/3.4 GB 56.7 MB/s"
 
 
 def plain_output() -> bool:
@@ -30,15 +31,19 @@ class PlainLines:
     """Events as lines on stderr: each step's start and end, and a new text in between (byte counts alone
     are not news: a pipe would get a line per chunk)."""
 
-    def __init__(self, title: str = "") -> None:
-        self.title = title
+    def __init__(self) -> None:
         self._said: dict[str, str] = {}
 
     def __call__(self, event: Event) -> None:
         if event.state == "update" and (event.unit == "bytes" or self._said.get(event.subject) == event.text):
             return
         self._said[event.subject] = event.text
-        sys.stderr.write(f"{self.title}{plain_line(event)}\n")
+        moved = ""
+        if event.unit == "bytes" and event.state == "done" and event.completed is not None:
+            from rich.filesize import decimal
+
+            moved = f" ({decimal(event.completed)})"
+        sys.stderr.write(f"{plain_line(event)}{moved}\n")
         sys.stderr.flush()
 
 
@@ -61,7 +66,8 @@ class LiveLines:
         if event.completed is not None:
             update["completed"] = event.completed
         if event.state in ("done", "failed") and self.progress.tasks[task].total is None:
-            update.update(total=1, completed=1)  # finished: the spinner stops
+            moved = event.completed if event.completed is not None else self.progress.tasks[task].completed
+            update.update(total=moved or 1, completed=moved or 1)  # finished: the spinner stops
         self.progress.update(task, **update, **fields)
         if event.state in ("done", "failed"):
             self.progress.stop_task(task)
@@ -91,12 +97,12 @@ def _status(task: Task) -> Text:
 
 
 @contextmanager
-def live_progress(title: str = "", transient: bool = True) -> Iterator[Progress]:
+def live_progress(transient: bool = True) -> Iterator[Progress]:
     """A `progress` callback for the library, shown as plain lines or as a live display on stderr. A
     transient display goes once the work is done (a table follows that says it all); one that is not
     stays as the record of each step."""
     if plain_output():
-        yield PlainLines(f"{title}: " if title else "")
+        yield PlainLines()
         return
     from rich.console import Console
     from rich.progress import Progress as RichProgress
@@ -112,9 +118,11 @@ def live_progress(title: str = "", transient: bool = True) -> Iterator[Progress]
             return _status(task)
 
     console = Console(stderr=True, highlight=False)
-    columns = (SpinnerColumn(finished_text=" "), TextColumn("[bold]{task.description}"), Status(""),
-               Amount("", table_column=Column(no_wrap=True)), TimeElapsedColumn())
+    # The step's name and its numbers stay whole; what it says gives way (cut with an ellipsis) on a narrow terminal.
+    room = max(20, console.width - 44)  # beside a short name, an amount and the time
+    columns = (SpinnerColumn(finished_text=" "),
+               TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True, max_width=NAME_WIDTH)),
+               Status("", table_column=Column(no_wrap=True, overflow="ellipsis", max_width=room)),
+               Amount("", table_column=Column(no_wrap=True, max_width=AMOUNT_WIDTH)), TimeElapsedColumn())
     with RichProgress(*columns, console=console, transient=transient, refresh_per_second=8) as shown:
-        if title:
-            console.print(title, style="bold", highlight=False)
         yield LiveLines(shown)

@@ -26,7 +26,7 @@ DRIVER = """
 import time
 from builder.cli.live import live_progress
 from builder.events import Event
-with live_progress("lock", transient=False) as progress:
+with live_progress(transient=False) as progress:
     progress(Event("cu130", "start", "solving linux-64 with conda-lock"))
     progress(Event("cpu", "start", "solving linux-64 with conda-lock"))
     time.sleep(0.3)
@@ -95,12 +95,12 @@ def test_a_pipe_and_ci_get_plain_lines_without_any_escape(where: str) -> None:
     assert b"\x1b" not in out
     lines = out.decode().replace("\r\n", "\n").splitlines()
     assert lines == [
-        "lock: cu130: solving linux-64 with conda-lock",
-        "lock: cpu: solving linux-64 with conda-lock",
-        "lock: cu130: still solving (30 s of at most 600 s)",
-        "lock: cpu: locked in 0.4 s",
-        "lock: download: 12 packages",
-        "lock: cu130: failed: nothing provides pytorch 2.13.0 needed by torchvision",
+        "cu130: solving linux-64 with conda-lock",
+        "cpu: solving linux-64 with conda-lock",
+        "cu130: still solving (30 s of at most 600 s)",
+        "cpu: locked in 0.4 s",
+        "download: 12 packages (5.0 MB)",
+        "cu130: failed: nothing provides pytorch 2.13.0 needed by torchvision",
     ]
 
 
@@ -112,3 +112,25 @@ def test_plain_lines_leave_out_byte_counts_and_repeated_news(capsys: pytest.Capt
     shown(Event("cu130", "update", "still solving"))
     shown(Event("cu130", "update", "still solving"))
     assert capsys.readouterr().err.splitlines() == ["download: 3 packages", "cu130: still solving"]
+
+
+def test_the_suite_and_the_installer_write_the_line_envbuild_reads() -> None:
+    from builder.events import LINE_PREFIX
+    from builder.image import smoke_run
+    from builder.lock import install
+    from smoke import cli as suite
+
+    assert suite.EVENT_PREFIX == install._EVENT_PREFIX == LINE_PREFIX
+    assert suite.PROGRESS_ENV == smoke_run.PROGRESS_ENV
+
+
+def test_a_childs_stderr_lines_are_heard_as_they_come() -> None:
+    from builder import proc
+
+    heard: list[tuple[float, str]] = []
+    started = time.monotonic()
+    script = "import sys, time\nfor word in ('one', 'two'):\n    print(word, file=sys.stderr, flush=True); time.sleep(0.5)"
+    done = proc.run([sys.executable, "-c", script], timeout=30, what="a child",
+                    stderr_line=lambda line: heard.append((time.monotonic() - started, line)))
+    assert [line for _, line in heard] == ["one", "two"] and done.stderr == "one\ntwo\n"
+    assert heard[0][0] < heard[1][0] - 0.3, "the first line was heard before the child went on"
