@@ -116,7 +116,7 @@ def targets(spec: Path, as_json: bool) -> None:
          for r in rows],
     )
     for warning in dict.fromkeys([*(w for t in resolved for w in t.warnings), *fleet]):
-        click.echo(f"warning: {warning}", err=True)
+        reports.print_marked("", "warning", f": {warning}", stderr=True)
 
 
 @cli.command()
@@ -150,8 +150,8 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], allow_outsi
 
 def _print_findings(path: Path, findings: list) -> None:
     for finding in findings:
-        click.echo(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
-                   + (f" (fix: {finding.fix})" if finding.fix else ""))
+        reports.print_marked(f"{path}: ", str(finding.severity), f": {finding.rule}: {finding.message}"
+                             + (f" (fix: {finding.fix})" if finding.fix else ""))
     if not findings:
         click.echo(f"{path}: no findings")
 
@@ -533,7 +533,7 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
         unmapped = result.unmapped
         click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
         for finding in findings:
-            click.echo(f"{result.path}: {finding.severity}: {finding.rule}: {finding.message}")
+            reports.print_marked(f"{result.path}: ", str(finding.severity), f": {finding.rule}: {finding.message}")
         click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
     if any(f.is_error for f in findings):
         raise SystemExit(1)
@@ -656,8 +656,8 @@ def _print_pipeline(pipeline, provider: str, env_name: str, spec: Path) -> None:
     if pipeline.install.note:
         click.echo(f"note: {pipeline.install.note}", err=True)
     if pipeline.unlocked:
-        click.echo(f"warning: no lock for {', '.join(pipeline.unlocked)}: the lock-check job fails until "
-                   f"`envbuild lock {spec}` runs and its locks are committed", err=True)
+        reports.print_marked("", "warning", f": no lock for {', '.join(pipeline.unlocked)}: the lock-check job fails "
+                             f"until `envbuild lock {spec}` runs and its locks are committed", stderr=True)
     reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
         [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
         for job in pipeline.jobs
