@@ -51,14 +51,13 @@ from builder.proc import (
     owned_name,
     remove_stale_folders,
 )
-from builder.safe_io.locks import acquire_lock, release_lock
+from builder.safe_io.locks import acquire_lock, lock_file, release_lock
 from builder.safe_io.reading import read_bounded
 from builder.safe_io.writing import sync_file, write_destination
 from builder.specs.cuda import cuda_json
 from builder.specs.target import Target
 
 INFO_FILE = "envbuild-lock.json"
-GUARD_FILE = ".envbuild-lock.lock"
 MAX_INFO_BYTES = 1024 * 1024  # an info file is a few kB
 SCRATCH_PREFIX = "envbuild-lock"
 STAGED_PREFIX = ".envbuild-staged"
@@ -203,12 +202,13 @@ def summarize(lock: CondaLock) -> tuple[dict[str, str], dict[str, int]]:
 def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
     """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work.
 
-    The guard file goes away with its last holder, and folders this run had to create go too when
-    nothing was written into them: a lock run leaves only locks in the user's folder."""
+    The guard is a file lock in the temporary folder, one per env folder, and folders this run had to
+    create go when nothing was written into them: a lock run leaves only locks in the user's folder."""
     created = _missing_ancestors(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        handle = _acquire_guard(folder / GUARD_FILE, timeout)
+        guard = lock_file("lock", str(folder.resolve()))
+        handle = _acquire_guard(guard, folder, timeout)
     except OSError as exc:
         _remove_empty(created)
         raise EnvbuildError(f"{exc.filename or folder}: cannot write locks there ({exc.strerror or exc}); "
@@ -219,21 +219,17 @@ def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
     try:
         yield
     finally:
-        _release_guard(folder / GUARD_FILE, handle)
+        release_lock(guard, handle)
         _remove_empty(created)
 
 
-def _acquire_guard(path: Path, timeout: float) -> int:
+def _acquire_guard(path: Path, folder: Path, timeout: float) -> Any:
     def waiting() -> None:
-        print(f"waiting for another envbuild lock on {path.parent} ...", file=sys.stderr)
+        print(f"waiting for another envbuild lock on {folder} ...", file=sys.stderr)
 
     return acquire_lock(path, timeout, waiting,
-                        lambda: EnvbuildError(f"{path.parent}: another envbuild lock held it for {timeout:.0f} s; "
+                        lambda: EnvbuildError(f"{folder}: another envbuild lock held it for {timeout:.0f} s; "
                                               "try again"))
-
-
-def _release_guard(path: Path, handle: int) -> None:
-    release_lock(path, handle)
 
 
 def _missing_ancestors(folder: Path) -> list[Path]:
