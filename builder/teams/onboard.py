@@ -6,10 +6,11 @@ environment, installed from the lock into a prefix -> a Jupyter kernel when the 
 target's image instead and says how to run it.
 
 Environments live in a prefix: `--prefix DIR`, or `--name NAME` under the envs folder
-(`$ENVBUILD_ENVS_DIR`, default `~/.envbuild/envs`). An envbuild environment carries a marker
-(`conda-meta/envbuild-env`, not `*.json`: conda reads every `conda-meta/*.json` as a package record),
-so a second onboarding can tell its own env (replaced, or kept when the lock is unchanged) from a
-folder it must not touch.
+(`$ENVBUILD_ENVS_DIR`, default the user data folder's `envbuild/envs`, from platformdirs:
+`~/.local/share/envbuild/envs` on Linux, or `~/.envbuild/envs` where an earlier envbuild made it).
+An envbuild environment carries a marker (`conda-meta/envbuild-env`, not `*.json`: conda reads every
+`conda-meta/*.json` as a package record), so a second onboarding can tell its own env (replaced, or
+kept when the lock is unchanged) from a folder it must not touch.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from builder.specs.model import Feature
 from builder.specs.target import Target
 
 ENVS_DIR_ENV = envvars.ENVS_DIR
-DEFAULT_ENVS_DIR = Path("~/.envbuild/envs")
+LEGACY_ENVS_DIR = Path("~/.envbuild/envs")  # where envbuild put environments before it asked platformdirs
 MARKER = Path("conda-meta") / "envbuild-env"
 MAX_MARKER_BYTES = 64 * 1024  # a few hundred bytes of JSON
 OWN_INSTALLER = "envbuild"
@@ -135,7 +136,27 @@ def host_platform() -> str:
 # --- where the environment goes -----------------------------------------------------------------
 
 def envs_dir() -> Path:
-    return envvars.folder(ENVS_DIR_ENV) or DEFAULT_ENVS_DIR.expanduser()
+    """$ENVBUILD_ENVS_DIR; else ~/.envbuild/envs when an earlier envbuild made it (its environments stay where
+    their kernels and PATH lines point); else this system's user data folder (platformdirs), `envbuild/envs`."""
+    explicit = envvars.folder(ENVS_DIR_ENV)
+    if explicit is not None:
+        return explicit
+    legacy = LEGACY_ENVS_DIR.expanduser()
+    return legacy if legacy.is_dir() else new_envs_dir()
+
+
+def new_envs_dir() -> Path:
+    from platformdirs import user_data_path
+
+    return user_data_path("envbuild", appauthor=False) / "envs"
+
+
+def envs_dir_note() -> str | None:
+    """Why the environments go to ~/.envbuild/envs, when they do; None otherwise."""
+    if envvars.folder(ENVS_DIR_ENV) is not None or envs_dir() != LEGACY_ENVS_DIR.expanduser():
+        return None
+    return (f"environments stay in {envs_dir()}, where an earlier envbuild put them; without that folder they go to "
+            f"{new_envs_dir()} ({ENVS_DIR_ENV} chooses another)")
 
 
 def choose_prefix(target: Target, prefix: Path | None, name: str | None) -> Path:
@@ -641,6 +662,9 @@ def onboard(targets: Sequence[Target], *, asked: bool, options: LocalEnvOptions 
     choice, gpus_here = choose_for_this_host(targets, asked, platform)
     echo(f"target {choice.target.key}: {choice.reason}")
     where = choose_prefix(choice.target, options.prefix, options.name)
+    note = envs_dir_note() if options.prefix is None else None
+    if note:
+        echo(f"note: {note}")
     tool = find_installer(options.installer)
     lock_path = ensure_lock(choice.target, locks)
     return onboard_local(choice, lock_path, where, platform=platform, tool=tool, gpus_here=gpus_here,
