@@ -31,7 +31,7 @@ from typing import Any
 from builder import __version__, envvars, proc
 from builder.engine import EngineUnreachable, docker_client
 from builder.errors import EnvbuildError, UsageError
-from builder.events import Progress, ignore, read_event_line
+from builder.events import Progress, ignore, read_event_line, to_stderr
 from builder.formats.conda_lock import lockfile_sha256
 from builder.gpu_access import GpuAccess, client_gpu_access, docker_run_gpu_flag
 from builder.host.doctor import (
@@ -666,7 +666,7 @@ def onboard(targets: Sequence[Target], *, asked: bool, options: LocalEnvOptions 
     if note:
         echo(f"note: {note}")
     tool = find_installer(options.installer)
-    lock_path = ensure_lock(choice.target, locks)
+    lock_path = ensure_lock(choice.target, locks, options.progress if options.progress is not ignore else to_stderr)
     return onboard_local(choice, lock_path, where, platform=platform, tool=tool, gpus_here=gpus_here,
                          options=options, echo=echo)
 
