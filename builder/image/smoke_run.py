@@ -42,6 +42,7 @@ SMOKE_RUN = "smoke"  # the io.envbuild.run label of the suite's containers
 
 # The suite's switch for its progress lines (smoke/cli.py's PROGRESS_ENV: smoke/ cannot be imported here).
 PROGRESS_ENV = "ENVBUILD_PROGRESS"
+FOLLOW_GRACE_S = 5.0  # how long the container's log stream may take to end once the container did
 
 
 @dataclass(frozen=True)
@@ -310,9 +311,10 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
                 notes.append(refused)
                 requests = []
                 continue
-            if watched:
-                _follow(created, progress)
+            follower = _follow(created, progress) if watched else None
             _wait(created, image, timeout)
+            if follower is not None:
+                follower.join(timeout=FOLLOW_GRACE_S)  # the last checks' events come before the table
             return SmokeRun.from_json(_suite_report(created, image), notes, time.monotonic() - started)
         finally:
             try:
@@ -333,8 +335,9 @@ def _events_to(progress: Progress):
     return hear
 
 
-def _follow(created, progress: Progress) -> None:
-    """The container's stderr read as it comes, in a thread that ends with the container, its events told."""
+def _follow(created, progress: Progress):
+    """The container's stderr read as it comes, in a thread that ends with the container (returned, started),
+    its events told."""
     import threading  # only a watched run follows the logs
 
     from builder.engine import engine_failures
@@ -352,7 +355,9 @@ def _follow(created, progress: Progress) -> None:
         except engine_failures():
             pass  # the engine went away: the wait below says so
 
-    threading.Thread(target=follow, daemon=True).start()
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    return thread
 
 
 def gpu_access_of(client, request: GpuRequest) -> GpuAccess | None:
