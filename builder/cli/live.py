@@ -124,5 +124,7 @@ def live_progress(transient: bool = True) -> Iterator[Progress]:
                TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True, max_width=NAME_WIDTH)),
                Status("", table_column=Column(no_wrap=True, overflow="ellipsis", max_width=room)),
                Amount("", table_column=Column(no_wrap=True, max_width=AMOUNT_WIDTH)), TimeElapsedColumn())
-    with RichProgress(*columns, console=console, transient=transient, refresh_per_second=8) as shown:
+    # stdout stays the command's (a --json report redirected to a file); stderr lines print above the display
+    with RichProgress(*columns, console=console, transient=transient, refresh_per_second=8,
+                      redirect_stdout=False) as shown:
         yield LiveLines(shown)
