@@ -8,13 +8,18 @@ installed env plus the base; the env layer digest always equal. Printed, never a
 machines are shared.
 
 Beside each, in the same run, from the same index or lock and base: the plain one-stage Dockerfile
-a user would write instead (`<label>: cold= baseline= ratio=`), and a one-package change
+a user would write instead (`<label>: cold= baseline= ratio= env_ratio=`; the baseline holds the image's
+compiler RUN too, and env_ratio leaves that RUN out of both), and a one-package change
 (`incremental:`): a small pure-Python package added to the spec, relocked, rebuilt with the cache;
 which of the env's layers it made new, and whether the CUDA and torch layers stayed. The CPU image
 is pushed to the world's registry before and after the change (`push:`, what the second push sent).
 And an envbuild upgrade (`upgrade:`): this checkout's builder/ copied with its version bumped, the same
 lock rebuilt with the cache by that copy in a child process; the new bytes are the engine's sizes of the
 layers the first image did not have (goal: <= 3 % of the image, the CUDA and torch layers unchanged).
+
+Options: `--only image|image-cuda`, `--cold-only` (the cold build against its baseline, nothing else), and
+`--pairs N` (N such pairs in alternating order, medians in the summary line: one pair is noise on a shared
+machine).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 import yaml
 
@@ -48,6 +54,7 @@ from builder.image.build import (
     push_image,
 )
 from builder.image.context import make_context
+from builder.image.render import compiler_instructions
 from builder.lock.targets import lock_targets
 from builder.specs.cuda import TargetId, cuda_or_cpu
 from builder.specs.model import load_spec
@@ -64,19 +71,28 @@ from tests.world.offline import (
 
 # What a user writes without envbuild. pip route: Debian's python (the env-builder base, the world's
 # stand-in for python:3.11-slim) and pip from the index (Debian strips ensurepip), then the same pins
-# the spec names, from the same index. conda route: the same installer and lock, run once in place.
+# the spec names, from the same index. conda route: the same installer and lock, run once in place (its plan
+# named as a group, `all`, so the per-step split reads its RUN as it reads the image's).
+# Both hold what the image holds besides the env: the same compiler RUN for torch.compile (rendered from the
+# same block), so `ratio=` compares images with the same content; `env_ratio=` leaves that RUN out of both.
+# The conda baseline byte-compiles the env as the image's installer does (`unchecked-hash` pycs, which the
+# image's user needs for a fast `import torch`); installed in place, the installer compiles nothing itself. As
+# the installer, it keeps going past a file that does not compile (compileall exits 1 for it).
 PIP_BASELINE = """FROM {base}
+{compiler}
 RUN python3 -c "import urllib.request as r; r.urlretrieve('{pip_wheel}', '/tmp/pip-26.3-py3-none-any.whl')" \\
  && python3 /tmp/pip-26.3-py3-none-any.whl/pip install --no-cache-dir --break-system-packages \\
       --index-url {index} torch=={torch} torchvision=={torchvision} numpy \\
  && rm /tmp/pip-26.3-py3-none-any.whl
 """
 CONDA_BASELINE = """FROM {base}
+{compiler}
 COPY envbuild/layers/installer/ /
-COPY envbuild/plan.json /opt/envbuild/plan.json
+COPY envbuild/plan.json /opt/envbuild/plans/all.json
 RUN python3 -m zipfile -e /opt/envbuild/installer/rattler.zip /tmp/envbuild-rattler \\
  && PYTHONPATH=/opt/envbuild/installer:/tmp/envbuild-rattler python3 -m builder.lock.install \\
-      --plan /opt/envbuild/plan.json --prefix /opt/env --cache-dir /tmp/envbuild-cache \\
+      --plan /opt/envbuild/plans/all.json --prefix /opt/env --cache-dir /tmp/envbuild-cache \\
+ && { PYTHONHASHSEED=0 /opt/env/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash /opt/env/lib || true; } \\
  && rm -rf /tmp/envbuild-cache /tmp/envbuild-rattler /opt/envbuild
 ENV PATH=/opt/env/bin:$PATH
 """
@@ -88,6 +104,7 @@ NO_CACHE = BuildOptions(network="host", no_cache=True)
 # The next envbuild release as far as the image can tell: the same files, another __version__.
 UPGRADE_SUFFIX = "+bench-upgrade"
 BIG_GROUPS = ("cuda", "torch")
+COMPILER_STEP = re.compile(r"apt-get install\b.*\bgcc\b")
 
 
 # The installer's last line in a RUN (builder/lock/install.py main): its own count of seconds.
@@ -195,11 +212,13 @@ def baseline_seconds(env: BenchEnv, context_root: Path, clock: StepClock | None 
     """Build the plain one-stage Dockerfile of this target in `context_root` (a build context
     envbuild made: the conda baseline takes its installer and plan), --no-cache; its seconds."""
     target = env.target
+    compiler = compiler_instructions(target)
     if target.route.value == "pip":
         text = PIP_BASELINE.format(base=BUILDER_BASE, pip_wheel=f"{WORLD}/pypi/files/pip-26.3-py3-none-any.whl",
-                                   index=PIP_INDEX, torch=target.torch, torchvision=target.torchvision)
+                                   index=PIP_INDEX, torch=target.torch, torchvision=target.torchvision,
+                                   compiler=compiler)
     else:
-        text = CONDA_BASELINE.format(base=BUILDER_BASE)
+        text = CONDA_BASELINE.format(base=BUILDER_BASE, compiler=compiler)
     (context_root / "Dockerfile.baseline").write_text(text)
     client = docker_client()
     started = time.monotonic()
@@ -376,19 +395,65 @@ def build_only_bytes(result: ImageResult) -> int:
     return sum(copies[1:])
 
 
-def measure(env, label: str) -> None:
-    """The four measurements of one target, then its summary line `<label>: cold= ...`."""
-    baseline_clock, clock = StepClock(), StepClock()
-    baseline = baseline_seconds(env, make_context(env.target, env.lock_path, env.folder / "baseline").root,
-                                baseline_clock)
-    cold = build(env, env.folder / "cold", NO_CACHE, clock=clock)
+def compiler_seconds(clock: StepClock) -> float:
+    """The seconds of the compiler RUN, which the image and its baseline share (`apt-get install` of gcc)."""
+    return sum(step.seconds for step in clock.steps if COMPILER_STEP.search(step.instruction))
+
+
+@dataclass(frozen=True)
+class Pair:
+    cold: float
+    baseline: float
+    cold_compiler: float
+    baseline_compiler: float
+
+    @property
+    def ratio(self) -> float:
+        return self.cold / self.baseline
+
+    @property
+    def env_ratio(self) -> float:
+        """The ratio without the shared compiler RUN: what the env's layering costs against one RUN."""
+        return (self.cold - self.cold_compiler) / (self.baseline - self.baseline_compiler)
+
+
+def cold_against_baseline(env, label: str, pairs: int) -> ImageResult:
+    """`pairs` cold builds, each beside a one-stage baseline build, which goes first in every other pair (the
+    second of a pair finds the page cache and the engine warmer); one line per pair, then the medians in the
+    summary line `<label>: cold= baseline= ratio= env_ratio=`. The last cold build is returned."""
+    measured: list[Pair] = []
+    cold: ImageResult | None = None
+    for number in range(pairs):
+        baseline_clock, clock = StepClock(), StepClock()
+        root = make_context(env.target, env.lock_path, env.folder / f"baseline-{number}").root
+        baseline = baseline_seconds(env, root, baseline_clock) if number % 2 == 0 else None
+        cold = build(env, env.folder / f"cold-{number}", NO_CACHE, clock=clock)
+        if baseline is None:
+            baseline = baseline_seconds(env, root, baseline_clock)
+        pair = Pair(cold.seconds, baseline, compiler_seconds(clock), compiler_seconds(baseline_clock))
+        measured.append(pair)
+        print(f"{label}: pair {number + 1}/{pairs}: cold={pair.cold:.1f} baseline={pair.baseline:.1f} "
+              f"ratio={pair.ratio:.2f} compiler_run={pair.cold_compiler:.1f}/{pair.baseline_compiler:.1f} "
+              f"env_ratio={pair.env_ratio:.2f}", flush=True)
+    assert cold is not None
     print(f"{label}: cold build (--no-cache): {cold.seconds:.1f} s, image {cold.size / 1e6:.0f} MB, "
           f"env layers {cold.env_layer_size / 1e6:.0f} MB {cold.env_layer_digest[:19]}")
-    print(f"{label}: cold={cold.seconds:.1f} baseline={baseline:.1f} ratio={cold.seconds / baseline:.2f}", flush=True)
-    print(f"{label}: where the cold build's time went, per step:")
+    print(f"{label}: cold={median(p.cold for p in measured):.1f} baseline={median(p.baseline for p in measured):.1f} "
+          f"ratio={median(p.ratio for p in measured):.2f} env_ratio={median(p.env_ratio for p in measured):.2f} "
+          f"pairs={pairs}", flush=True)
+    print(f"{label}: where the last cold build's time went, per step:")
     print_step_times(label, clock)
-    print(f"{label}: and the one-stage baseline's:")
+    print(f"{label}: and the last one-stage baseline's:")
     print_step_times(f"{label} baseline", baseline_clock)
+    return cold
+
+
+def measure(env, label: str, cold_only: bool = False, pairs: int = 1) -> None:
+    """The four measurements of one target, then its summary line `<label>: cold= ...`; with `cold_only` the
+    first alone (cold against the baseline)."""
+    cold = cold_against_baseline(env, label, pairs)
+    if cold_only:
+        return
     extra = build_only_bytes(cold)
     print(f"{label}: build-only bytes in layers: {extra} ({100 * extra / cold.size:.2f} % of the image)")
     rebuild = build(env, env.folder / "rebuild", NETWORK, change_outside_env=True)
@@ -417,20 +482,30 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.image")
     parser.add_argument("--upgrade-child", nargs=4, metavar=("SPEC", "LOCK", "TARGET", "FOLDER"),
                         help="(the `upgrade:` child) build TARGET (a CUDA version or cpu) of SPEC from LOCK")
+    parser.add_argument("--only", choices=("image", "image-cuda"), help="measure this target alone")
+    parser.add_argument("--cold-only", action="store_true",
+                        help="only the cold build against its one-stage baseline (no rebuild, upgrade, incremental)")
+    parser.add_argument("--pairs", type=int, default=1, metavar="N",
+                        help="N cold builds, each beside a baseline build, in alternating order; the medians count")
     args = parser.parse_args(argv)
     if args.upgrade_child:
         spec, lock, key, folder = args.upgrade_child
         upgrade_child(Path(spec), Path(lock), key, Path(folder))
         return
-    with bench_env("cpu") as env:
-        measure(env, "image")
+    if args.pairs < 1:
+        parser.error("--pairs must be 1 or more")
+    if args.only != "image-cuda":
+        with bench_env("cpu") as env:
+            measure(env, "image", args.cold_only, args.pairs)
+    if args.only == "image":
+        return
     # The real CUDA torch (pip route, about 6 GB): the same targets hold for an image 30x larger.
     fits, why_not = cuda_torch_build_fits()
     if not fits:
         print(f"image-cuda: skipped: {why_not}")
         return
     with bench_env("13.0", CUDA_TORCH_SPEC) as env:
-        measure(env, "image-cuda")
+        measure(env, "image-cuda", args.cold_only, args.pairs)
 
 
 if __name__ == "__main__":

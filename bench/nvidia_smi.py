@@ -34,6 +34,30 @@ batch-2 rule: hosts-batch2 dev=9/15 heldout=7/11 (verdicts alone 13/15, 11/11). 
 (verdicts alone 15/15, 11/11); batch 1 then dev=22/26 heldout=11/16 (one dev label corrected, the K80's 11.8).
 Batch 2's held-out misses: two pastes from pods that show only the pod's prompt (a notebook user, a Deployment
 pod's hostname), no marker of a container.
+
+Batch 3 (`hosts-batch3:`, 21 captures: 12 dev, 9 held out), labelled under the "not told" policy (the manifest's
+header): its host kind is scored as doctor's whole answer, so "linux host or container: not told" passes only
+where the label says it. Before any batch-3 rule: hosts-batch3 dev=3/12 heldout=4/9 (verdicts alone 10/12, 7/9).
+Rules from its dev cases only (Linux told only where container markers were looked for, HAMi's in-container
+library and `docker exec` name a container, a CUDA field that is no version never lets "runs" rest on the driver
+number; one dev label corrected by the policy, first label scored beside): dev=12/12 heldout=6/9 (verdicts alone
+12/12, 7/9; as first written 11/12, 6/9); batch 1 dev=22/26 heldout=11/16, batch 2 dev=12/15 heldout=9/11, both
+unchanged. Batch 3's held-out misses (manifest `heldout_misses_batch3`): a Kepler notebook board sold on two chips
+(not in the table, judged driver-first), nvidia-smi's libnvidia-ml.so failure not read as a Linux stack's, and a
+Jetson iGPU named "Orin (nvgpu)" read as neither an arm64 board nor a known GPU.
+
+Batch 4 (`hosts-batch4:`, 15 captures: 9 dev, 6 held out), a fresh measure of the rules as batch 3 left them:
+ten repositories none of batches 1-3 walked plus three reserves (the third appended, recorded, when the list gave
+15), labelled under the same "not told" policy before doctor ran on any of them. Before any batch-4 rule:
+hosts-batch4 dev=5/9 heldout=3/6 (verdicts alone 6/9, 3/6); batches 1-3 unchanged (22/26 11/16, 12/15 9/11,
+12/12 6/9). Rules from its dev cases only (a table cut inside the first GPU row still names that GPU, a vGPU type
+there included; the UNIX wording of "couldn't communicate" tells a Linux stack; NVML's stub-library warning is a
+failure of its own; a Linux driver older than the GA driver of the CUDA it reports has that CUDA from
+forward-compatibility libraries, and its own CUDA decides): dev=8/9 heldout=3/6 (verdicts alone 8/9, 3/6);
+batches 1-3 unchanged. The dev miss left is a label no capture can reach (a CPU-only machine's "couldn't
+communicate"). Batch 4's held-out misses (manifest `heldout_misses_batch4`): two Kepler notebook boards not in
+the GPU table (GT 750M, GT 740M), judged driver-first, and a docker compose log whose line prefix hides the GPU
+row and the container.
 """
 
 from __future__ import annotations
@@ -49,6 +73,7 @@ import pytest
 import yaml
 
 from builder.host.doctor import diagnose, gather_host_facts
+from builder.host.hostkind import HostKind
 from builder.specs.model import load_spec
 from builder.specs.target import Target, resolve_targets
 from smoke.nvml import nvml_answers
@@ -59,6 +84,7 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "corpus" / "nvidia-smi"
 BLIND = REPO / "tests" / "corpus" / "nvidia-smi-blind"
 SPEC = REPO / "envs" / "pytorch.yaml"
+NOT_TOLD_FROM_BATCH = 3
 
 
 @dataclass(frozen=True)
@@ -104,17 +130,25 @@ def judge(case: dict[str, Any], targets: list[Target], folder: Path) -> tuple[Ou
         probe = replay_host(BLIND / case["file"], folder / case["file"], patch)
         report = diagnose(gather_host_facts(engine_timeout=1.0, probe=probe), targets)
     got = {target.target: target.verdict for target in report.targets}
-    kind = report.host.kind.name
-    kind_right = kind == expect["host_kind"]
-    kind_wrong = [] if kind_right else [f"host kind {kind!r} (expected {expect['host_kind']!r})"]
+    kind = _kind_answer(case, report.host.kind)
 
-    def scored(wanted: dict[str, str]) -> Outcome:
+    def scored(wanted: dict[str, str], wanted_kind: str) -> Outcome:
         wrong = [f"{key}: {got.get(_key(key))!r} (expected {want!r})" for key, want in wanted.items()
                  if got.get(_key(key)) != want]
-        return Outcome(case["file"], case["split"], case.get("batch", 1), not wrong, kind_right,
+        kind_wrong = [] if kind == wanted_kind else [f"host kind {kind!r} (expected {wanted_kind!r})"]
+        return Outcome(case["file"], case["split"], case.get("batch", 1), not wrong, not kind_wrong,
                        "; ".join(wrong + kind_wrong))
 
-    return scored(_labels(expect, False)), scored(_labels(expect, True))
+    first_kind = expect.get("host_kind_as_first_written", expect["host_kind"])
+    return scored(_labels(expect, False), expect["host_kind"]), scored(_labels(expect, True), first_kind)
+
+
+def _kind_answer(case: dict[str, Any], kind: HostKind) -> str:
+    """The host kind doctor gave, as the case's batch labels it. From batch 3 on, labels were written under the
+    "not told" policy (the manifest's header): the answer is scored whole, so doctor's "linux host or container:
+    not told" matches only a label that says so, and a named label only a kind doctor was told. Batches 1 and 2
+    were labelled before that policy, "linux" for any UNIX driver's output: their kind name is scored."""
+    return kind.answer if case.get("batch", 1) >= NOT_TOLD_FROM_BATCH else kind.name
 
 
 def _labels(expect: dict[str, Any], first_labels: bool) -> dict[str, str]:
@@ -127,6 +161,29 @@ def _labels(expect: dict[str, Any], first_labels: bool) -> dict[str, str]:
 
 def _key(target: str) -> str:
     return target if target == "cpu" else f"cuda{target}"
+
+
+def _print_scores(outcomes: list[Outcome], as_first_written: list[Outcome], with_heldout: bool,
+                  relabelled: int) -> None:
+    """The `hosts:` lines: batch 1, then each later batch on its own (now, verdicts alone, as first written)."""
+
+    def count(split: str, right: str = "passed", scored: list[Outcome] = outcomes, batch: int = 1) -> str:
+        mine = [o for o in scored if o.split == split and o.batch == batch]
+        return f"{sum(getattr(o, right) for o in mine)}/{len(mine)}"
+
+    def held(right: str = "passed", scored: list[Outcome] = outcomes, batch: int = 1) -> str:
+        return f" heldout={count('heldout', right, scored, batch)}" if with_heldout else ""
+
+    print(f"hosts: dev={count('dev')}{held()}")
+    print(f"hosts, verdicts alone: dev={count('dev', 'verdicts_right')}{held('verdicts_right')}")
+    print(f"hosts, labels as first written ({relabelled} relabelled): "
+          f"dev={count('dev', scored=as_first_written)}{held(scored=as_first_written)}")
+    for batch in sorted({o.batch for o in outcomes} - {1}):
+        print(f"hosts-batch{batch}: dev={count('dev', batch=batch)}{held(batch=batch)}")
+        print(f"hosts-batch{batch}, verdicts alone: dev={count('dev', 'verdicts_right', batch=batch)}"
+              f"{held('verdicts_right', batch=batch)}")
+        print(f"hosts-batch{batch}, labels as first written: dev={count('dev', scored=as_first_written, batch=batch)}"
+              f"{held(scored=as_first_written, batch=batch)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,22 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         elif not outcome.passed and args.verbose:
             print(f"{outcome.split} FAIL {outcome.file}: {outcome.why}")
 
-    def count(split: str, right: str = "passed", scored: list[Outcome] = outcomes, batch: int = 1) -> str:
-        mine = [o for o in scored if o.split == split and o.batch == batch]
-        return f"{sum(getattr(o, right) for o in mine)}/{len(mine)}"
-
-    def held(right: str = "passed", scored: list[Outcome] = outcomes, batch: int = 1) -> str:
-        return "" if args.split == "dev" else f" heldout={count('heldout', right, scored, batch)}"
-
     print(f"nvidia-smi: {total - len(misses)}/{total}")
-    print(f"hosts: dev={count('dev')}{held()}")
-    print(f"hosts, verdicts alone: dev={count('dev', 'verdicts_right')}{held('verdicts_right')}")
-    relabelled = sum("relabelled" in case for case in cases)
-    print(f"hosts, labels as first written ({relabelled} relabelled): "
-          f"dev={count('dev', scored=as_first_written)}{held(scored=as_first_written)}")
-    print(f"hosts-batch2: dev={count('dev', batch=2)}{held(batch=2)}")
-    print(f"hosts-batch2, verdicts alone: dev={count('dev', 'verdicts_right', batch=2)}"
-          f"{held('verdicts_right', batch=2)}")
+    _print_scores(outcomes, as_first_written, args.split != "dev", sum("relabelled" in case for case in cases))
     return 0
 
 

@@ -55,6 +55,7 @@ class DriverReading:
     smi_signs: tuple[str, ...] = ()  # smoke.nvsmi.host_signs of what nvidia-smi printed: the host it runs on
     smi_mig_devices: int = 0  # MIG instances nvidia-smi's table listed
     smi_ran: bool = False  # an nvidia-smi ran and printed something (even nothing doctor can read)
+    smi_cuda_not_a_version: str | None = None  # nvidia-smi's CUDA field when it is there but no version ("N/A")
 
     @property
     def cuda_text(self) -> str | None:
@@ -141,7 +142,7 @@ def _from_nvidia_smi(notes: list[str]) -> DriverReading | None:
                              smi_mig_devices=parsed.mig_devices, smi_ran=True)
     return DriverReading("nvidia-smi", parsed.cuda_version, driver_version, notes, gpus, processes,
                          smi_version=parsed.smi_version, smi_signs=signs, smi_mig_devices=parsed.mig_devices,
-                         smi_ran=True)
+                         smi_ran=True, smi_cuda_not_a_version=parsed.cuda_not_a_version)
 
 
 def _failed(returncode: int, text: str, parsed: SmiReading, notes: list[str]) -> DriverReading | None:

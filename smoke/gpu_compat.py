@@ -33,7 +33,7 @@ class HostSign:
     """A mark in nvidia-smi's output of the system it runs on (smoke.nvsmi.host_signs)."""
 
     sign: str
-    host: str  # unix, wsl, windows, windows-driver, vgpu, vm
+    host: str  # unix, wsl, windows, windows-driver, vgpu, vm, container
     meaning: str
 
 

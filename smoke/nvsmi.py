@@ -30,6 +30,10 @@ _GPU_ROW = re.compile(
     r"^\|\s*(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persistence>On|Off|N/A|WDDM|TCC)\s*\|"
     r"\s*(?P<bus>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])\b"
 )
+# A paste cut inside the first GPU row, after the name: "|   0  GRID P40-24Q" (its last line, under the header's
+# "|===" rule); a persistence word the cut left is not the name's.
+_CUT_GPU_ROW = re.compile(r"^\|\s*(?P<index>\d+)\s+(?P<name>[^|]*?\S)(?:\s+(?:On|Off|N/A|WDDM|TCC))?\s*$")
+_TABLE_RULE = re.compile(r"^\|=+[=+|]*\|?\s*$")
 _MEMORY = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
 # GPU-Util opens the third column of the same row; old drivers print N/A there.
 _UTILIZATION = re.compile(r"MiB\s*\|\s*(\d+)%")
@@ -58,6 +62,16 @@ _Q_VIRTUALIZATION = re.compile(r"^\s+Virtualization Mode\s*:\s*(.+?)\s*$", re.M)
 _VGPU_SOFTWARE = re.compile(r"vGPU Software Licensed Product|^\s*vGPU Software\b|Host VGPU Mode\s*:\s*SR-IOV", re.M)
 _CUDA_ERR = re.compile(r"CUDA(?: UMD)? Version\s*:\s*ERR!")
 _WSL_LIBRARY = re.compile(r"/usr/lib/wsl/(?:lib|drivers)/")
+# A CUDA field that is not a version: the driver serves no CUDA there (a vGPU host's manager driver, a pod that
+# cannot load libcuda), so its number alone says nothing of what CUDA runs.
+_CUDA_NOT_A_VERSION = re.compile(r"CUDA(?: UMD)? Version\s*:\s*(N/A|Not Supported)\b")
+# HAMi's in-container library (HAMi-core, formerly 4pdvGPU) logs through every NVML/CUDA program it is loaded in,
+# nvidia-smi included; HAMi's device plugin loads it into the containers it gives a GPU share, never on the host.
+_IN_CONTAINER_LIBRARY = re.compile(r"^\[(?:HAMI-core|4pdvGPU) (?:Info|Msg|Warn|Debug|ERROR)\b", re.M)
+# The UNIX tool's words when no driver answers end at "installed and running."; nvidia-smi.exe goes on about WDDM.
+_UNIX_NO_DRIVER_WORDING = re.compile(
+    r"couldn.t communicate with the NVIDIA driver\. Make sure that the latest NVIDIA driver is installed and "
+    r"running\.[ \t]*$", re.M)
 _UNIX_DRIVER = re.compile(r"(?:KMD|Driver) Version\s*:\s*\d+\.(?:\d+\.\d+|\d{3})\b")
 _LIST_ROW = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)\s*$")
 
@@ -107,6 +121,7 @@ class SmiReading:
     failure: str | None = None  # a gpu_compat.json failure key when nvidia-smi printed why it could not read the GPUs
     mig_devices: int = 0
     signs: tuple[str, ...] = ()  # host_signs(): what the output says of the host it runs on
+    cuda_not_a_version: str | None = None  # the CUDA field's text when it is there but no version ("N/A")
 
     @property
     def cuda_version_text(self) -> str | None:
@@ -143,7 +158,13 @@ def parse_nvidia_smi(text: str | bytes) -> SmiReading:
         failure=None if gpus else smi_failure(text),
         mig_devices=sum(1 for line in lines if _MIG_ROW.match(line.strip())),
         signs=host_signs(text),
+        cuda_not_a_version=_cuda_not_a_version(text),
     )
+
+
+def _cuda_not_a_version(text: str) -> str | None:
+    field = _CUDA_NOT_A_VERSION.search(text)
+    return field.group(1) if field else None
 
 
 def host_signs(text: str) -> tuple[str, ...]:
@@ -159,7 +180,9 @@ def host_signs(text: str) -> tuple[str, ...]:
     - `cuda-err` and `wsl-library`: WSL2's nvidia-smi printing `CUDA Version: ERR!`, NVML loaded from /usr/lib/wsl;
     - `smi-differs`: NVIDIA-SMI's version differs from the driver's (WSL2: the Linux tool, the Windows driver);
     - `vgpu`: a vGPU guest (`vGPU Software Licensed Product`, `Virtualization Mode : VGPU`);
-    - `passthrough`: a GPU passed whole into a virtual machine (`Virtualization Mode : Pass-Through`).
+    - `passthrough`: a GPU passed whole into a virtual machine (`Virtualization Mode : Pass-Through`);
+    - `in-container-library`: HAMi's in-container library (HAMi-core, 4pdvGPU) logging through nvidia-smi;
+    - `unix-failure-wording`: "couldn't communicate with the NVIDIA driver" worded as the UNIX tool prints it.
     """
     signs = [*_driver_model_signs(text), *_version_signs(text)]
     processes = _parse_process_rows(text.splitlines())
@@ -174,6 +197,8 @@ def host_signs(text: str) -> tuple[str, ...]:
         signs.append("vgpu")
     elif mode and mode.group(1).lower() == "pass-through":
         signs.append("passthrough")
+    if _IN_CONTAINER_LIBRARY.search(text):
+        signs.append("in-container-library")
     return tuple(signs)
 
 
@@ -199,6 +224,8 @@ def _version_signs(text: str) -> list[str]:
         signs.append("unix-driver")
     if _CUDA_ERR.search(text):
         signs.append("cuda-err")
+    if _UNIX_NO_DRIVER_WORDING.search(text):
+        signs.append("unix-failure-wording")
     smi, driver = _SMI_VERSION.search(text), _DRIVER_VERSION.search(text)
     if smi and driver and smi.group(1) != driver.group(1):
         signs.append("smi-differs")
@@ -217,6 +244,22 @@ def _parse_list_rows(lines: list[str]) -> list[SmiGpu]:
 
 
 def _parse_gpu_rows(lines: list[str]) -> list[SmiGpu]:
+    return _parse_full_gpu_rows(lines) or _parse_cut_gpu_row(lines)
+
+
+def _parse_cut_gpu_row(lines: list[str]) -> list[SmiGpu]:
+    """A table whose paste stops inside the first GPU row, after the name: that GPU, named, nothing else."""
+    shown = [line.strip() for line in lines if line.strip()]
+    if len(shown) < 2 or not _TABLE_RULE.match(shown[-2]):
+        return []
+    row = _CUT_GPU_ROW.match(shown[-1])
+    if row is None:
+        return []
+    return [SmiGpu(index=int(row.group("index")), name=row.group("name"), bus_id=None, memory_used_mib=None,
+                   memory_total_mib=None)]
+
+
+def _parse_full_gpu_rows(lines: list[str]) -> list[SmiGpu]:
     gpus: list[SmiGpu] = []
     for number, line in enumerate(lines):
         row = _GPU_ROW.match(line.strip())

@@ -64,14 +64,26 @@ def replay_host(capture: Path, folder: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def recorded_probe(text: str) -> HostProbe:
     """What a pasted session shows of its host beyond nvidia-smi's own output, as doctor's probe would read it
-    there: a POSIX shell or PowerShell (the OS), a prompt of Docker's container-id hostname, a `docker run` of
-    nvidia-smi or a pod's log (a container), /proc/driver/nvidia/version's text. Nothing shown: not read."""
+    there: a POSIX shell or PowerShell (the OS), a prompt of Docker's container-id hostname, a `docker run`/`docker
+    exec` of nvidia-smi or a pod's log (a container), what only a host does (its container markers were looked for),
+    /proc/driver/nvidia/version's text. Nothing shown: not read."""
     system = "Windows" if _WINDOWS_SHELL.search(text) else "Linux" if _POSIX_SHELL.search(text) else None
     inside = next((why for why, pattern in _CONTAINER_CONTEXT if pattern.search(text)), None)
     proc = "\n".join(line for line in text.splitlines() if line.startswith("NVRM version:")) or None
-    return HostProbe(system=system, container=inside, proc_driver_version=proc)
+    # A shell prompt shows the OS, which a container shares with its host; where the session shows something only
+    # a host does, doctor's probe there would have looked for container markers and found none.
+    on_host = inside is None and any(pattern.search(text) for pattern in _HOST_CONTEXT)
+    return HostProbe(system=system, container=inside, proc_driver_version=proc,
+                     container_checked=inside is not None or on_host)
 
 
+# What only a host shows: a login into the machine over ssh, and tools that act on the host's kernel or its vGPU
+# manager (a container can neither load modules nor run the vGPU-KVM host driver's daemons).
+_HOST_CONTEXT = (
+    re.compile(r"^\$\s*ssh\s+\S+\s*$", re.M),
+    re.compile(r"^\S*[$#]\s*(?:sudo\s+)?(?:modprobe|insmod|rmmod|dkms|lsmod)\b", re.M),
+    re.compile(r"\bvgpu_unlock\b[^\n]*nvidia-smi"),
+)
 # A shell that could not run nvidia-smi: the host has none.
 _SMI_NOT_FOUND = re.compile(r"nvidia-smi: (?:No such file or directory|command not found)|"
                             r"'nvidia-smi' is not recognized", re.I)
@@ -80,6 +92,8 @@ _POSIX_SHELL = re.compile(r"^(?:\S+@\S+:\S*\s*[$#]|\[\S+@\S+ [^\]]*\][$#]|[$#] ?
 _CONTAINER_CONTEXT = (
     ("a prompt of Docker's container-id hostname", re.compile(r"^\S+@[0-9a-f]{12}:", re.M)),
     ("nvidia-smi run by `docker run`", re.compile(r"docker run\b[^\n]*nvidia-smi")),
+    # `docker exec` runs its command inside a running container (a kind node, a service).
+    ("nvidia-smi run by `docker exec`", re.compile(r"\b(?:docker|podman) exec\b[^\n]*nvidia-smi")),
     ("a pod's log", re.compile(r"\bkubectl\b[^\n]*\slogs\b|\bstd(?:out|err) F ")),
     # A shell opened in a pod: what runs after `kubectl exec`/`oc exec ... -- bash` runs in that container.
     ("a shell in a pod (`kubectl exec`/`oc exec`)", re.compile(r"\b(?:kubectl|oc) exec\b[^\n]*\s--\s+(?:ba)?sh\b")),

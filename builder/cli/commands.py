@@ -503,7 +503,8 @@ def _log_stream(log: Path) -> Iterator[IO[bytes]]:
 @cli.command("init")
 @click.option("--from", "source", type=InputFile(),
               help="A file to turn into a spec: environment.yml (hand-written or `conda env export`), "
-                   "requirements.txt, conda-lock.yml, Dockerfile, pixi.toml, pixi.lock or uv's pyproject.toml.")
+                   "requirements.txt, conda-lock.yml, Dockerfile, pixi.toml, pixi.lock, uv's pyproject.toml or "
+                   "uv.lock.")
 @click.option("--upgrade", is_flag=True,
               help="When the file's torch, CUDA or Python is older than envbuild builds, write the nearest "
                    "supported ones (each change is listed) instead of refusing.")

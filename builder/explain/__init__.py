@@ -25,6 +25,7 @@ The modules, each importing only those above it:
   message_templates  a message with named placeholders, compiled to a regex and a needle
   error_codes        the error-code tables
   families           the data file loaded: message families, their causes, the fact patterns
+  boards             GPU boards as people write them ("a 5080 GPU", "A100"), read through the GPU table
   facts              the facts a log states
   matching           the families a log holds, as hits (one per log line)
   machine            the machine a log ran on, and which CUDA builds its driver runs
@@ -33,6 +34,7 @@ The modules, each importing only those above it:
   refining           how a hit is told: the data's words, or a refiner's
   compat_fixes       refiners that choose builds and drivers with the compatibility data; the next step
   message_fixes      refiners that read more out of the message itself
+  conflict_report    a resolver's conflict report (pip, uv) as requirement lines, and the pair no release meets
   judging            a judgement per finding from the log's facts and phase (explain_judgements.yaml)
   unrecognised       when no family matches: the lines read as the likely error (explain_unrecognised.yaml)
   report             `explain_text`, `explain_stream`, the rule registry, the report and the catalogue

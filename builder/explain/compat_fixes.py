@@ -4,7 +4,14 @@ known family."""
 
 from __future__ import annotations
 
-from builder.explain.builds import best_build_words, released_builds, runnable_builds, runnable_targets
+from builder.explain.builds import (
+    NVCC_FIRST,
+    best_build_words,
+    kernel_build,
+    released_builds,
+    runnable_builds,
+    runnable_targets,
+)
 from builder.explain.context import ExplainContext
 from builder.explain.facts import FACT_WORDS, capability_of, cuda_from_text
 from builder.explain.machine import Machine, driver_runs, gpus_covered, trusted_driver_cuda
@@ -79,15 +86,11 @@ def _arch_not_in_build(hit: Hit, context: ExplainContext) -> Refined:
         target = targets[0][0]
         return Refined(message, f"use target {target.key} (its build has {sm} kernels): "
                                 f"`envbuild image SPEC --cuda {target.cuda}`")
-    builds = runnable_builds(context, capability)
-    if builds:
-        same_line = [b for b in builds if b.line == builds[0].line]
-        build = next((b for b in same_line if b.how == "runs"), same_line[0])
-        runs = "this driver runs" if context.machine.knows_driver else \
-            f"(it needs driver >= {context.compat.min_driver(build.cuda)})"
-        fix = (f"use {build.words()}, the newest released build with {sm} kernels {runs}: a target "
-               f"`cuda: \"{build.cuda}\"` with that torch in the spec, then `envbuild doctor SPEC` on this host to "
-               "confirm")
+    chosen = kernel_build(context, capability, sm)
+    if chosen:
+        build, fix = chosen
+        fix += (f"; in a spec: a target `cuda: \"{build.cuda}\"` with that torch, then `envbuild doctor SPEC` on "
+                "this host to confirm")
         if build.how == "minor":
             toolkit = context.compat.toolkit(build.cuda)
             if toolkit:
@@ -135,6 +138,7 @@ def _no_kernel_image(hit: Hit, context: ExplainContext) -> Refined:
     if hit.cause is not None:
         # The kernel is an extension's (the log's traceback says whose): torch's targets cannot fix it.
         return Refined(f"{message}: {hit.text(hit.cause.why)}", hit.text(hit.cause.fix or hit.family.fix))
+    message += _log_kernel_facts(context)
     named: list[tuple[str, str, tuple[int, int] | None]] = [
         (gpu.name, gpu.sm or "", gpu.capability) for gpu in context.gpus if gpu.capability]
     if not named:
@@ -145,10 +149,37 @@ def _no_kernel_image(hit: Hit, context: ExplainContext) -> Refined:
         targets = runnable_targets(context, capability)
         if targets:
             return Refined(message, f"use target {targets[0][0].key} (its build has {sm} kernels for {name})")
-        build = best_build_words(context, capability)
-        if build:
-            return Refined(message, f"use {build} (it has {sm} kernels for {name})")
+        chosen = kernel_build(context, capability, sm, name)
+        if chosen:
+            return Refined(message, chosen[1])
     return Refined(message, hit.text(hit.family.fix))
+
+
+def _log_kernel_facts(context: ExplainContext) -> str:
+    """What the log says the kernels were missing for: its GPU and, when the compatibility data knows the
+    arch list of the log's torch build, that the list lacks the GPU."""
+    facts = context.facts.facts
+    gpu, sm = facts.get("gpu"), facts.get("sm")
+    said = []
+    if gpu is not None:
+        said.append(f"the log's GPU is {gpu.value} (line {gpu.line})" + (f", {sm.value}" if sm else ""))
+    elif sm is not None:
+        said.append(f"the log's GPU is {sm.value} (line {sm.line})")
+    archs = _log_torch_archs(context)
+    capability = context.facts.capability
+    if archs and capability and sm and not arch_coverage(archs, capability).covered:
+        torch = facts["torch"]
+        said.append(f"torch {torch.value} (line {torch.line}) has kernels for {' '.join(archs)}, not {sm.value}")
+    return "".join(f"; {words}" for words in said)
+
+
+def _log_torch_archs(context: ExplainContext) -> list[str]:
+    """The arch list of the log's torch build (its release and CUDA) in the compatibility data; empty if unknown."""
+    torch, cuda = context.facts.get("torch"), context.facts.cuda("torch_cuda")
+    release = context.compat.release(torch) if torch else None
+    if release is None or cuda is None:
+        return []
+    return release.archs.get(cuda, [])
 
 
 @refines("explain.cuda.driver-too-old")
@@ -241,12 +272,6 @@ def _ptx_toolchain(hit: Hit, context: ExplainContext) -> Refined:
                f"CUDA toolkit the driver supports (<= {machine.driver_cuda})"
                if machine.driver_cuda else f"{_update_driver_words(context, toolkit)}; {fix}")
     return Refined(message, fix)
-
-
-# nvcc's first release that knows each compute_XY (CUDA toolkit release notes).
-NVCC_FIRST = {"35": "5.0", "37": "6.5", "50": "6.0", "52": "6.5", "53": "7.0", "60": "8.0", "61": "8.0", "62": "8.0",
-              "70": "9.0", "72": "9.2", "75": "10.0", "80": "11.0", "86": "11.1", "87": "11.4", "89": "11.8",
-              "90": "11.8", "100": "12.8", "101": "12.8", "103": "12.9", "110": "13.0", "120": "12.8", "121": "12.9"}
 
 
 @refines("explain.nvcc.unsupported-arch")

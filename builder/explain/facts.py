@@ -12,6 +12,7 @@ from typing import Any
 from packaging.version import InvalidVersion
 
 from builder.errors import UsageError
+from builder.explain.boards import first_board
 from builder.explain.families import FactPattern, load_explain_data
 from builder.explain.log_text import LogText
 from builder.specs.compat import parse_version
@@ -34,11 +35,11 @@ class Fact:
 
 
 FACT_ORDER = ("driver", "driver_cuda", "toolkit", "torch", "torch_cuda", "python", "gpu", "sm", "archs", "nccl",
-              "os", "platform", "container", "sdist")
+              "os", "platform", "container", "sdist", "installing")
 FACT_WORDS = {"driver": "driver", "driver_cuda": "driver's CUDA", "toolkit": "CUDA toolkit", "torch": "torch",
               "torch_cuda": "torch's CUDA", "python": "Python", "gpu": "GPU", "sm": "compute capability",
               "archs": "torch arch list", "nccl": "NCCL", "os": "OS", "platform": "platform",
-              "container": "runs in", "sdist": "pip builds from source"}
+              "container": "runs in", "sdist": "pip builds from source", "installing": "pip was installing"}
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,10 @@ def extract_facts(log: LogText, patterns: Iterable[FactPattern] | None = None) -
             found_at[pattern.fact] = fact.line
             if pattern.fact in EXTENDED_FACTS and "+" not in fact.value:
                 _extend(found, pattern, log, fact.value)
+    if "gpu" not in found:
+        board = first_board(log.text)
+        if board is not None:
+            found["gpu"] = Fact(board.name, log.line_of(board.at), f"a board named in the text (`{board.written}`)")
     _derive_facts(found)
     return LogFacts(found)
 
@@ -158,6 +163,10 @@ def _derive_facts(found: dict[str, Fact]) -> None:
     gpu = found.get("gpu")
     if gpu and "sm" not in found:
         capability = capability_of_model(gpu.value)
+        written = first_board(gpu.value) if capability is None else None  # `GPU: my 5080`: the board in the words
+        if written is not None:
+            capability = capability_of_model(written.name)
+            found["gpu"] = gpu = Fact(written.name, gpu.line, f"{gpu.how} (`{gpu.value}`)")
         if capability:
             found["sm"] = Fact(sm_name(capability), gpu.line, f"from the model name {gpu.value}")
 

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from packaging.version import Version
+
 from builder.errors import UsageError
+from builder.explain.conflict_report import USER, Conflict, Requirement, conflict, newest_meeting, read_report
 from builder.explain.context import ExplainContext
 from builder.explain.matching import Hit
 from builder.explain.refining import Refined
@@ -433,6 +436,86 @@ def _companion_pinned_to_another_torch(hit: Hit, context: ExplainContext, said: 
 
 
 @_judge
+def _resolver_conflict(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    """A resolver's conflict report read line by line: the pair of requirements on one package that no release
+    meets names the cause, and the fix moves the side that is behind (the compatibility data names the
+    companion release where it has one)."""
+    if not _applies("resolver_conflicts", hit) or (hit.cause is not None and hit.cause.when):
+        return None  # a known cause the log tells (a musl system) says more than any pair of lines
+    requirements = read_report(context.log.text, hit.at, context.log.line_of)
+    if not requirements:
+        return None
+    message = hit.text(hit.family.message)
+    used = tuple(UsedFact(f"requires {each.name}", f"{each.who}: {each.text}", each.line) for each in requirements)
+    pair = conflict(requirements, {"torch": _torch_releases(context)})
+    if pair is None:
+        read = "; ".join(f"{each.who} needs {each.text} (line {each.line})" for each in requirements[:6])
+        cause = f"{message}: the report's requirement lines: {read}"
+        fix = (f"loosen or drop the pins these lines name ({', '.join(sorted({each.wanted for each in requirements}))})"
+               ", or install the packages in one command so the resolver sees them together")
+        return Judgement(cause, fix, used)
+    return Judgement(_conflict_cause(message, pair), _conflict_fix(pair, context), used)
+
+
+def _said_requirement(requirement: Requirement) -> str:
+    return f"{requirement.who} needs {requirement.text} (line {requirement.line})"
+
+
+def _conflict_cause(message: str, pair: Conflict) -> str:
+    name = pair.first.name
+    if pair.apart:
+        return (f"{message}: {_said_requirement(pair.first)} while {_said_requirement(pair.second)}: no {name} "
+                "release meets both")
+    return (f"{message}: {_said_requirement(pair.first)} and {_said_requirement(pair.second)}; with the other "
+            "lines of the report no release of them fits together")
+
+
+def _conflict_fix(pair: Conflict, context: ExplainContext) -> str:
+    behind, ahead = _behind_and_ahead(pair, context)
+    name = behind.name
+    if behind.parent == USER:
+        fix = f"change your requirement {behind.text} to one that {ahead.who} allows ({ahead.wanted})"
+    else:
+        fix = (f"upgrade {behind.parent} (or relax its pin): {behind.parent} {behind.parent_version} pins "
+               f"{behind.wanted}, so take a release of {behind.parent} built for {ahead.wanted}")
+        fix += _companion_fits(behind, ahead, context)
+    other = ahead.parent if ahead.parent != USER else f"your {name} requirement"
+    return fix + f"; or keep {behind.wanted} and use {other} at a version that allows it"
+
+
+def _companion_fits(behind: Requirement, ahead: Requirement, context: ExplainContext) -> str:
+    """The companion release the compatibility data pairs with the newest torch `ahead` admits."""
+    if behind.name != "torch" or behind.parent not in ("torchvision", "torchaudio"):
+        return ""
+    torch = newest_meeting(ahead.spec, tuple(_torch_releases(context)))
+    pair = companion_of(torch, behind.parent) if torch else None
+    if pair is None:
+        return ""
+    return f" (`pip install torch=={torch} {behind.parent}=={pair}`: the pair from torch_companions.yaml)"
+
+
+def _behind_and_ahead(pair: Conflict, context: ExplainContext) -> tuple[Requirement, Requirement]:
+    """The requirement that admits only older releases first (the one to move), the other second."""
+    releases = tuple(_torch_releases(context)) if pair.first.name == "torch" else ()
+    first, second = (_newest_admitted(each, releases) for each in (pair.first, pair.second))
+    if first is None or second is None or first == second:
+        return (pair.first, pair.second) if "==" in pair.first.spec else (pair.second, pair.first)
+    return (pair.first, pair.second) if first < second else (pair.second, pair.first)
+
+
+def _newest_admitted(requirement: Requirement, releases: tuple[str, ...]) -> Version | None:
+    named = tuple(dict.fromkeys((*re.findall(r"\d+(?:\.\d+)*", requirement.spec), *releases)))
+    candidates = (*named, *(f"{each}.99999" for each in named), "99999")
+    found = newest_meeting(requirement.spec, candidates)
+    return Version(found) if found else None
+
+
+def _torch_releases(context: ExplainContext) -> list[str]:
+    releases = {release.latest for release in context.compat.releases()} | set(torch_companions())
+    return sorted(releases, key=Version)
+
+
+@_judge
 def _gpu_memory_held_by_processes(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
     if not _applies("gpu_processes", hit):
         return None
@@ -546,6 +629,25 @@ def _device_mismatch_in_replica(hit: Hit, context: ExplainContext, said: Refined
     evidence = context.log.line_text(found.start())[:FACT_CHARS]
     cause = f"{said.message}; " + data["cause"].format(evidence=evidence, line=line)
     return Judgement(cause, data["fix"], (UsedFact("phase", f"DataParallel replica: {evidence}", line),))
+
+
+@_judge
+def _driver_init_code(hit: Hit, context: ExplainContext, said: Refined) -> Judgement | None:
+    if not _applies("driver_init_codes", hit):
+        return None
+    code = hit.fields.get("code", "")
+    known = judgement_data()["driver_init_codes"]["codes"].get(code)
+    if known is None:
+        return None
+    cause = (f"{said.message}: {code} is {known['name']}: {known['why']} "
+             f"(line {hit.line}: `{hit.evidence[:FACT_CHARS]}`)")
+    used = [UsedFact("code", code, hit.line)]
+    for name, words in (("gpu", "GPU"), ("driver", "driver")):
+        fact = context.facts.facts.get(name)
+        if fact is not None:
+            cause += f"; the log's {words} is {fact.value} (line {fact.line})"
+            used.append(UsedFact(name, fact.value, fact.line))
+    return Judgement(cause, known["fix"], tuple(used))
 
 
 def facts_of_hit(hit: Hit) -> tuple[UsedFact, ...]:

@@ -67,6 +67,7 @@ class RecordedProbe(_Record):
     wsl: str | None = None
     proc_driver_version: str | None = None
     device_nodes: list[str] | None = None
+    container_checked: bool = False  # the container markers were looked for (files before it: not recorded)
 
 
 class HostFile(_Record):

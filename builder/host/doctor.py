@@ -216,7 +216,7 @@ class DoctorReport:
         traits = "".join(f"; {trait.name} ({trait.source})" for trait in kind.traits)
         return [
             ["OS", host.os],
-            ["Host kind", f"{kind.name} ({kind.source}){traits}"],
+            ["Host kind", f"{kind.answer} ({kind.source}){traits}"],
             ["Python", host.python],
             ["Docker engine", engine_text],
             ["NVIDIA container toolkit", "; ".join(toolkit) or "none"],
@@ -369,7 +369,7 @@ def _engine_findings(facts: HostFacts) -> list[HostCheck]:
 
 
 def _kind_findings(kind: HostKind) -> list[HostCheck]:
-    findings = [HostCheck(INFO, "host kind", f"{kind.name} (from {kind.source}): {kind.means}", kind.fix)]
+    findings = [HostCheck(INFO, "host kind", f"{kind.answer} (from {kind.source}): {kind.means}", kind.fix)]
     findings += [HostCheck(INFO, "host kind", f"{trait.name} (from {trait.source}): {trait.means}")
                  for trait in kind.traits]
     return findings
@@ -449,11 +449,27 @@ def judge_targets(facts: HostFacts, targets: list[Target], compat: CompatData) -
 
 def _judge_with_gpus(facts: HostFacts, target: Target, targets: list[Target],
                      drivers: dict[str, tuple[str, HostCheck]], compat: CompatData) -> TargetVerdict:
-    """`_judge`, except that a driver which lists no GPU never makes a CUDA build "run"."""
+    """`_judge`, except that a driver which lists no GPU, or reports no CUDA version, never makes a CUDA build
+    "run": a verdict of "runs" rests on the driver, a CUDA it reports and a GPU."""
     judged = _judge(facts, target, targets, drivers, compat)
-    if facts.gpus or judged.verdict not in (RUNS, MINOR_COMPAT) or target.cuda is None:
+    if judged.verdict not in (RUNS, MINOR_COMPAT) or target.cuda is None:
         return judged
-    return replace(judged, verdict=UNKNOWN, findings=(*judged.findings, _no_gpu_listed(target)))
+    missing = _no_cuda_reported(facts.driver, target) if facts.gpus else _no_gpu_listed(target)
+    if missing is None:
+        return judged
+    return replace(judged, verdict=UNKNOWN, findings=(*judged.findings, missing))
+
+
+def _no_cuda_reported(driver: DriverReading, target: Target) -> HostCheck | None:
+    """nvidia-smi's CUDA field is there but no version ("N/A"): this driver serves no CUDA here (a vGPU host's
+    manager driver has none; a container may not reach libcuda), so its number alone proves nothing."""
+    if driver.smi_cuda_not_a_version is None:
+        return None
+    return HostCheck(
+        UNDECIDED, "driver", f"nvidia-smi reports CUDA Version: {driver.smi_cuda_not_a_version}, so whether the "
+        f"CUDA {target.cuda} build runs here is unknown: a vGPU host's manager driver serves no CUDA (run CUDA in "
+        "its guests, on the guest driver), and a container without the driver's libcuda reports none",
+        "on a vGPU host run the build in a guest VM; in a container pass the GPU with `--gpus` or CDI")
 
 
 def _judge(facts: HostFacts, target: Target, targets: list[Target],
@@ -606,10 +622,25 @@ def _reported_cuda(driver: DriverReading, compat: CompatData, windows: bool) -> 
     reported = CudaVersion(*driver.cuda)
     floor = compat.min_windows_driver(reported) if windows else compat.min_driver(reported)
     if not driver.driver_version or not floor or at_least(driver.driver_version, floor):
-        return ReportedCuda(reported)
+        return ReportedCuda(reported) if windows else _own_cuda(driver, reported, compat)
     return ReportedCuda(None, f"; its CUDA {driver.cuda_text} comes from forward-compatibility libraries of this "
                         f"environment (driver {driver.driver_version} is older than every CUDA {reported.major}.x "
                         f"driver, >= {floor}), which envbuild's images do not carry")
+
+
+def _own_cuda(driver: DriverReading, reported: CudaVersion, compat: CompatData) -> ReportedCuda:
+    """A Linux driver older than the GA driver of the CUDA it reports has that CUDA from forward-compatibility
+    libraries: its own is the newest CUDA whose GA driver it is at least (compat.yaml `ga_driver`)."""
+    toolkit = compat.toolkit(reported)
+    version = driver.driver_version
+    if version is None or toolkit is None or toolkit.ga_driver is None or at_least(version, toolkit.ga_driver):
+        return ReportedCuda(reported)
+    own = max((cuda for cuda, kit in compat.cuda.items() if kit.ga_driver and at_least(version, kit.ga_driver)),
+              default=None)
+    said = f"CUDA {own}" if own else "an older CUDA"
+    return ReportedCuda(own, f"; its CUDA {driver.cuda_text} comes from forward-compatibility libraries of this "
+                        f"environment (driver {version} is older than CUDA {reported}'s first driver, "
+                        f"{toolkit.ga_driver}; its own is {said}), which envbuild's images do not carry")
 
 
 def _driver_verdict(driver: DriverReading, target: Target, floors: DriverFloors,

@@ -79,6 +79,9 @@ _CAUSES = {
 _CONTAINER_LIBRARIES_FIX = ("start the container with the NVIDIA runtime: `docker run --gpus all` (or "
                             "`--runtime=nvidia`, or CDI: `--device nvidia.com/gpu=all`); Kubernetes: make nvidia "
                             "the default runtime, or a RuntimeClass; never install the driver in the image")
+_STUB_LIBRARY_FIX = ("take the toolkit's stubs folder (.../lib64/stubs) off the library path (LD_LIBRARY_PATH, "
+                     "/etc/ld.so.conf.d, then `sudo ldconfig`): `ldconfig -p | grep libnvidia-ml` should name the "
+                     "driver's library; then run `nvidia-smi`")
 _LOST_DEVICES_FIX = ("the container lost its GPU device access (a host `systemctl daemon-reload` with the "
                      "systemd cgroup driver): restart the container; for good, pass the /dev/nvidia* nodes with "
                      "--device, or set the toolkit's cgroups handling as NVIDIA's troubleshooting guide says")
@@ -118,6 +121,10 @@ def failure_verdict(driver: DriverReading, kind: HostKind, target: Target) -> tu
             "in a container: " + _CONTAINER_LIBRARIES_FIX + "; on a host: install the NVIDIA driver")
         return UNKNOWN, HostCheck(UNDECIDED, "driver", f"{where}, so whether the host's GPUs run the CUDA "
                                   f"{target.cuda} build is unknown", fix)
+    if failure == "nvml-stub-library":
+        return UNKNOWN, HostCheck(UNDECIDED, "driver", "the CUDA toolkit's stub libnvidia-ml.so was loaded instead of "
+                                  "the driver's, so NVML did not start and whether the GPUs run the CUDA "
+                                  f"{target.cuda} build is unknown", _STUB_LIBRARY_FIX)
     if failure == "nvml-unknown-error" and inside_container(kind):
         return UNKNOWN, HostCheck(UNDECIDED, "driver", "NVML failed with 'Unknown Error' inside a container, so "
                                   f"whether the host's GPUs run the CUDA {target.cuda} build is unknown",

@@ -104,7 +104,8 @@ def facts_from_record(record: HostFile) -> HostFacts:
         cuda_device_order=record.cuda_device_order,
         probe=HostProbe(system=probe.system, machine=probe.machine, kernel_release=probe.kernel_release,
                         container=probe.container, wsl=probe.wsl, proc_driver_version=probe.proc_driver_version,
-                        device_nodes=None if probe.device_nodes is None else tuple(probe.device_nodes)),
+                        device_nodes=None if probe.device_nodes is None else tuple(probe.device_nodes),
+                        container_checked=probe.container_checked),
     )
 
 

@@ -38,6 +38,7 @@ _NVRM = re.compile(r"NVRM version: NVIDIA UNIX (?P<open>Open )?(?:Kernel Module 
 # and the failures only a UNIX kernel module gives: the suite's data (smoke/gpu_compat.json), read the same way there.
 UNIX_SIGNS = signs_of("unix")
 WSL_SIGNS = signs_of("wsl")
+CONTAINER_SIGNS = signs_of("container")
 UNIX_FAILURES = failures_only_on("unix")
 
 
@@ -52,11 +53,16 @@ class HostProbe:
     wsl: str | None = None  # the marker: /usr/lib/wsl/lib, /dev/dxg, the kernel release
     proc_driver_version: str | None = None  # /proc/driver/nvidia/version's text
     device_nodes: tuple[str, ...] | None = None  # /dev/nvidia* present
+    # Whether the container markers were looked for, so that `container` None means none (the live probe always
+    # looks; a recorded session only where it shows what only a host does). Not looked for, a Linux answer is
+    # "linux host or container: not told": the OS and nvidia-smi read the same inside a container as on its host.
+    container_checked: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"system": self.system, "machine": self.machine, "kernel_release": self.kernel_release,
                 "container": self.container, "wsl": self.wsl, "proc_driver_version": self.proc_driver_version,
-                "device_nodes": None if self.device_nodes is None else list(self.device_nodes)}
+                "device_nodes": None if self.device_nodes is None else list(self.device_nodes),
+                "container_checked": self.container_checked}
 
 
 @dataclass(frozen=True)
@@ -75,13 +81,21 @@ class HostKind:
     traits: tuple[Trait, ...] = ()
     also: tuple[str, ...] = ()  # other kinds the sources name too (a container on WSL2)
     kernel_module: str | None = None  # the loaded module's version, from /proc/driver/nvidia/version
+    # Said where no source tells the kind apart from another it could be: "linux host or container: not told"
+    # when only nvidia-smi's UNIX marks name it (its output reads the same on a host and in a container there).
+    not_told: str | None = None
+
+    @property
+    def answer(self) -> str:
+        """What doctor tells of the kind: its name, or which kinds it could be and that nothing told which."""
+        return self.not_told or self.name
 
     def has(self, trait: str) -> bool:
         return any(t.name == trait for t in self.traits)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "means": self.means, "fix": self.fix,
-                "also": list(self.also), "kernel_module": self.kernel_module,
+        return {"name": self.name, "answer": self.answer, "not_told": self.not_told, "source": self.source,
+                "means": self.means, "fix": self.fix, "also": list(self.also), "kernel_module": self.kernel_module,
                 "traits": [{"name": t.name, "source": t.source, "means": t.means} for t in self.traits]}
 
 
@@ -90,7 +104,7 @@ def probe_host() -> HostProbe:
     return HostProbe(system=platform.system() or None, machine=platform.machine() or None, kernel_release=release,
                      container=_container_marker(), wsl=_wsl_marker(release),
                      proc_driver_version=_read(PROC_DRIVER_VERSION),
-                     device_nodes=tuple(sorted(p.name for p in Path("/dev").glob("nvidia*"))))
+                     device_nodes=tuple(sorted(p.name for p in Path("/dev").glob("nvidia*"))), container_checked=True)
 
 
 def _container_marker() -> str | None:
@@ -131,11 +145,22 @@ def read_host_kind(probe: HostProbe, driver: DriverReading, board_names: tuple[s
     nvidia-smi printed. Every kind the sources name is kept (`also`), the first of them is the kind."""
     named = _named_kinds(probe, driver, board_names)
     kind, source = _strongest(named)
-    entry = _kinds_data()["kinds"][kind]
+    not_told = _not_told(kind, probe)
+    entry = _kinds_data()["not_told" if not_told else "kinds"][kind]
     return HostKind(name=kind, source=source, means=entry["means"], fix=entry.get("fix"),
                     traits=_traits(probe, board_names, mig_on), also=tuple(dict.fromkeys(
                         k for k, _ in named if k not in (kind, "linux"))),
-                    kernel_module=_module_version(probe.proc_driver_version))
+                    kernel_module=_module_version(probe.proc_driver_version), not_told=not_told)
+
+
+def _not_told(kind: str, probe: HostProbe) -> str | None:
+    """Which kinds the host could be when no source told them apart (builder/data/host_kinds.yaml's `not_told`):
+    nothing named a kind; or Linux was named (by the OS or nvidia-smi's UNIX marks) while no one looked for the
+    container markers (/proc/driver/nvidia/version, the OS and nvidia-smi read the same inside a container)."""
+    if kind == "unknown" or (kind == "linux" and not probe.container_checked):
+        answer: str = _kinds_data()["not_told"][kind]["answer"]
+        return answer
+    return None
 
 
 def _named_kinds(probe: HostProbe, driver: DriverReading, board_names: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -146,6 +171,7 @@ def _named_kinds(probe: HostProbe, driver: DriverReading, board_names: tuple[str
         named.append(("windows", "the OS (platform.system)"))
     if probe.container:
         named.append(("container", probe.container))
+    named += [("container", f"nvidia-smi: {sign}") for sign in sorted(signs & set(CONTAINER_SIGNS))]
     if probe.wsl:
         named.append(("wsl", probe.wsl))
     if "wddm" in signs and probe.system == "Linux":

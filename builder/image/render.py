@@ -219,6 +219,13 @@ def render_target(target: Target, lock_hash: str | None = None,
     return RenderedEnv(target, environment_yml(target), dumps(dockerfile), ca_files)
 
 
+def compiler_instructions(target: Target) -> str:
+    """The runtime stage's compiler RUN for this target, as its Dockerfile holds it (empty where the spec opted
+    out): what a one-stage Dockerfile must hold too for the same torch.compile (bench/image.py's baselines)."""
+    block = next(block for block in dockerfile_blocks(target, has_ca=False) if block.template == "compiler.j2")
+    return _render_block(environment(), block).runtime
+
+
 def checked_ca_files(target: Target) -> tuple[Path, ...]:
     """The spec's CA files, each checked to be a PEM certificate (one UsageError line if not)."""
     base = target.spec.source.parent if target.spec.source else Path.cwd()

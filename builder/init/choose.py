@@ -419,6 +419,11 @@ def _choose_torchvision(reading: Reading, release: TorchRelease | None, torch_up
         return exact
     if release is None or not release.torchvision_latest:
         return None
+    written = reading.pip_torchvision.specifier if reading.pip_torchvision is not None else None
+    if written and not written.contains(release.torchvision_latest, prereleases=True):
+        reading.note(text, "upgraded", f"torchvision {written} -> {release.torchvision_latest}, the pair of torch "
+                                       f"{release.line} (the file's range does not hold it)")
+        return release.torchvision_latest
     reading.note(text, "assumed", f"torchvision {release.torchvision_latest}, the pair of torch {release.line}")
     return release.torchvision_latest
 

@@ -23,11 +23,12 @@ from typing import Any
 from packaging.version import Version
 
 from builder.errors import UsageError
+from builder.formats.conda_matchspec import CondaLine
 from builder.init.base_images import ImageTorch, image_cuda, image_platform, image_python, image_torch
+from builder.init.dockerfile_projects import folder_and_extras, read_project_folder, read_uv_sync
 from builder.init.dockerfile_shell import Install, find_install, pip_arguments, shell_commands, stated_python
 from builder.init.dockerfile_vars import BuildVariables
-from builder.init.lines import CondaLine
-from builder.init.read_requirements import read_included_requirements
+from builder.init.read_requirements import include_requirements, read_included_requirements
 from builder.init.reading import (
     Hint,
     Reading,
@@ -40,6 +41,8 @@ from builder.init.reading import (
 from builder.specs.model import read_yaml_file
 
 UNSET_VARIABLE = re.compile(r"\$\{?\w+\}?")  # what BuildVariables leaves of a variable it has no value for
+# what may stand before such a variable in a pip target: a name (its version the variable), or a pin (its local tag)
+UNSET_HEAD = re.compile(r"[A-Za-z0-9][\w.\-]*(\[[^\]]*\])?((==|>=|<=|~=|!=|<|>)[\w.]+\+)?")
 CONDA_VALUE_FLAGS = {"-n", "--name", "-p", "--prefix", "--solver", "--file", "-f"}
 
 
@@ -72,10 +75,28 @@ class _Stage:
     python: tuple[str, str] | None = None  # (the command, X.Y)
     cwd: str = "/"  # where the RUN line's shell stands now (`cd` moves it)
     clones: dict[str, str] = field(default_factory=dict)  # a folder `git clone` made -> its repository
+    projects_read: set[Path] = field(default_factory=set)  # the uv.lock / pyproject.toml files read in place
+    current: str | None = None  # the name (`AS name`) of the stage that runs now
+    pythons: dict[str, tuple[str, str] | None] = field(default_factory=dict)  # a named stage's Python
 
     def start(self, image: str | None) -> None:
         self.variables.start_stage()
         self.image, self.copies, self.workdir, self.python, self.clones = image, [], "/", None, {}
+
+    def enter(self, named: str, alias: str | None) -> str | None:
+        """A FROM line: the image the new stage runs on. `FROM build` names an earlier stage: it runs on
+        that stage's image, with the Python that stage installed."""
+        if self.current is not None:
+            self.pythons[self.current] = self.python
+        earlier = named in self.names
+        image = self.names[named] if earlier else named or None
+        self.start(image)
+        if earlier:
+            self.python = self.pythons.get(named)
+        self.current = alias
+        if alias:
+            self.names[alias] = image
+        return image
 
     def clone_of(self, target: str) -> str | None:
         """The repository a pip target's folder was cloned from, when it lies in a `git clone` folder."""
@@ -100,9 +121,9 @@ class _Stage:
             self.clones[posixpath.normpath(posixpath.join(self.cwd, folder))] = url
         return True
 
-    def context_file(self, target: str) -> Path | None:
-        """The build-context file a container path names (through the stage's COPY lines), when it is a file
-        inside the context; else None."""
+    def context_file(self, target: str, folder: bool = False) -> Path | None:
+        """The build-context file (or with `folder`, the folder) a container path names (through the stage's
+        COPY lines), when it lies inside the context; else None."""
         if self.context is None or "://" in target:
             return None
         wanted = posixpath.normpath(posixpath.join(self.workdir, target))
@@ -111,7 +132,7 @@ class _Stage:
         root = self.context.resolve()
         for candidate in filter(None, candidates):
             path = (self.context / candidate).resolve()
-            if path.is_relative_to(root) and path.is_file():
+            if path.is_relative_to(root) and (path.is_dir() if folder else path.is_file()):
                 return path
         return None
 
@@ -179,7 +200,7 @@ def _read_instruction(reading: Reading, keyword: str, command: Any, stage: _Stag
         stage.workdir = posixpath.normpath(posixpath.join(stage.workdir, variables.expand(command.value[0])))
     elif keyword in ("COPY", "ADD") and not any(f.startswith("--from") for f in command.flags):
         words = [variables.expand(word) for word in command.value]
-        dest = posixpath.join(stage.workdir, words[-1]) if len(words) >= 2 else ""
+        dest = posixpath.normpath(posixpath.join(stage.workdir, words[-1])) if len(words) >= 2 else ""
         stage.copies += [(word, dest) for word in words[:-1]]
     elif keyword == "RUN":
         stage.cwd = stage.workdir
@@ -200,17 +221,14 @@ def _shell_lines(command: Any) -> list[str]:
 def _read_from(reading: Reading, command: Any, stage: _Stage) -> ImageTorch | None:
     """A FROM line starts a stage afresh (the last stage's base is the image that runs): its base image,
     its platform flag, and the torch the image brings; an nvidia/cuda image is a weak hint."""
-    words = [stage.variables.expand(word) for word in command.value]
+    words = [stage.variables.expand(word, in_from=True) for word in command.value]
     named = words[0] if words else ""
-    # `FROM build` names an earlier stage: it runs on that stage's image
     direct = named not in stage.names
-    image = named or None if direct else stage.names[named]
-    stage.start(image)
+    image = stage.enter(named, words[2] if len(words) >= 3 and words[1].lower() == "as" else None)
     reading.weak_hints.clear()
-    if len(words) >= 3 and words[1].lower() == "as":
-        stage.names[words[2]] = image
     for flag in command.flags:
-        platform = image_platform(stage.variables.expand(flag)) if flag.startswith("--platform") else None
+        expanded = stage.variables.expand(flag, in_from=True)
+        platform = image_platform(expanded) if flag.startswith("--platform") else None
         if platform:
             reading.platforms = [platform]
     if image is None:
@@ -256,20 +274,53 @@ def _read_command(reading: Reading, words: list[str], stage: _Stage) -> None:
     if python:
         stage.python = (command, python)
     install = find_install(words, command)
-    if install is None:
-        return
+    if install is not None:
+        _read_install(reading, install, stage)
+
+
+def _read_install(reading: Reading, install: Install, stage: _Stage) -> None:
     if install.tool in ("pip", "mim"):
         _read_pip_install(reading, list(install.words), stage)
         if install.tool == "mim":
-            reading.note(command, "assumed", "`mim install` picks OpenMMLab's build for the torch and CUDA it finds; "
-                                             "the spec lists the packages by name, which pip builds from source")
+            reading.note(install.text, "assumed", "`mim install` picks OpenMMLab's build for the torch and CUDA it "
+                                                  "finds; the spec lists the packages by name, which pip builds from "
+                                                  "source")
     elif install.tool == "pip-wheel":
         _read_pip_wheel(reading, list(install.words), stage)
+    elif install.tool == "uv-sync":
+        _read_uv_sync(reading, install, stage)
     elif install.tool == "conda":
         _read_conda_install(reading, list(install.words))
         _read_conda_file_flags(reading, install, stage)
     else:
         _read_conda_env_file(reading, install, stage)
+
+
+def _read_uv_sync(reading: Reading, install: Install, stage: _Stage) -> None:
+    """`uv sync`: the uv.lock (else pyproject.toml) of the project folder it runs in (`--project DIR`,
+    `--directory DIR`), as the stage's COPY lines placed it; read once, however many times the file syncs."""
+    words = list(install.words)
+    folder = next((words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--project", "--directory")), ".")
+    lock = stage.context_file(posixpath.join(folder, "uv.lock"))
+    pyproject = stage.context_file(posixpath.join(folder, "pyproject.toml"))
+    first = lock or pyproject
+    if first is not None and first in stage.projects_read:
+        return
+    if first is not None:
+        stage.projects_read.add(first)
+    read_uv_sync(reading, install.text, install.words, lock, pyproject)
+
+
+def _read_project_install(reading: Reading, package: str, stage: _Stage) -> bool:
+    """`pip install /tmp/project[extra]`: a project folder the stage COPYed in, its pyproject.toml read in its
+    place; False when the target is no such folder."""
+    found = folder_and_extras(package)
+    folder = stage.context_file(found[0], folder=True) if found else None
+    pyproject = folder / "pyproject.toml" if folder else None
+    if found is None or pyproject is None or not pyproject.is_file() or pyproject in stage.projects_read:
+        return False
+    stage.projects_read.add(pyproject)
+    return read_project_folder(reading, pyproject, found[1], f"pip install {package}")
 
 
 def _read_conda_env_file(reading: Reading, install: Install, stage: _Stage) -> None:
@@ -296,7 +347,7 @@ def _read_env_file(reading: Reading, path: Path, entry: str) -> bool:
     reading.note(entry, "derived", f"its packages ({path.name}) were read in its place")
     read_channel_list(reading, data.get("channels"))
     for item in data["dependencies"]:
-        read_environment_dependency(reading, item)
+        read_environment_dependency(reading, item, lambda into, line: include_requirements(into, path, line))
     return True
 
 
@@ -311,8 +362,28 @@ def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None
             reading.note(f"pip install {package} (in the clone of {clone})", "unmapped",
                          "a package built from a git clone; publish it to an index and pin it by version, or "
                          "build it in your job once the env exists")
-        else:
+        elif not _read_project_install(reading, package, stage) and not _read_unset_part(reading, package):
             read_pip_text(reading, package)
+
+
+def _read_unset_part(reading: Reading, package: str) -> bool:
+    """`torch==1.13.1+${CUDA_TAG}`, `certifi${CERTIFI_VERSION}`: a requirement whose local tag or version
+    clause is a variable with no value here (one the RUN line's shell sets at build time, or an ARG the stage
+    does not declare), read as the requirement before it, with what was left out named; False when no
+    requirement stands before the variable."""
+    unset = UNSET_VARIABLE.search(package)
+    head = package[:unset.start()] if unset else ""
+    if unset is None or not head or not UNSET_HEAD.fullmatch(head):
+        return False
+    read_pip_text(reading, head.removesuffix("+"))
+    if head.endswith("+"):
+        reading.note(package, "assumed", f"its local tag is {unset[0]}, which the file gives no value (the RUN "
+                                         f"line's shell sets it at build time): read as {head[:-1]}, its CUDA from "
+                                         "the rest of the file")
+    else:
+        reading.note(package, "unpinned", f"its version is {unset[0]}, which the file gives no value here (an ARG "
+                                          "before FROM needs `ARG NAME` again in the stage): kept without it")
+    return True
 
 
 def _read_pip_wheel(reading: Reading, words: list[str], stage: _Stage) -> None:

@@ -3,9 +3,10 @@
 A RUN line is split into its commands (`&&`, `||`, `;`) and each into words by POSIX shell rules (shlex).
 Any word that runs an installer is an install, whatever stands before it: `${PY} -m pip install`,
 `python3.11 -m pip install`, `uv pip install`, `micromamba run -n env pip install`, `VAR=1 pip install`,
-`sudo -H pip3 install`, `mim install`; `bash -c "..."` runs its string as shell. A stage's Python is the one it
-installs or links as the default (`apt-get install python3.10`, `update-alternatives --install ... python3.12`,
-`ln -s .../python3.8 /usr/bin/python3`, `uv python install 3.12`, `pyenv install 3.11.9`) or runs pip with.
+`sudo -H pip3 install`, `mim install`, `uv sync` (the project's lock); `bash -c "..."` runs its string as
+shell. A stage's Python is the one it installs or links as the default (`apt-get install python3.10`,
+`update-alternatives --install ... python3.12`, `ln -s .../python3.8 /usr/bin/python3`, `uv python install
+3.12`, `pyenv install 3.11.9`) or runs pip with.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ PIP_VALUE_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links
 
 @dataclass(frozen=True)
 class Install:
-    tool: str  # pip, pip-wheel (`pip wheel`: a wheel the image installs later), conda, conda-env (an env file), mim
+    tool: str  # pip, pip-wheel (`pip wheel`: a wheel the image installs later), conda, conda-env (an env file), mim,
+    # uv-sync (`uv sync`: the project's uv.lock, else its pyproject.toml)
     words: tuple[str, ...]  # the words after the installer's verb
     text: str  # the command as written
 
@@ -83,6 +85,8 @@ def find_install(words: list[str], text: str) -> Install | None:
             return Install("conda-env", rest[1:], text)
         if tool == "mim" and verb == "install":
             return Install("mim", rest, text)
+        if tool == "uv" and verb == "sync":
+            return Install("uv-sync", rest, text)
     return None
 
 

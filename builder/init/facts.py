@@ -34,7 +34,8 @@ def file_facts(reading: Reading) -> FileFacts:
 def _torch(reading: Reading) -> tuple[str | None, str]:
     if reading.pip_torch is not None:
         specifiers = list(reading.pip_torch.specifier)
-        exact = [s.version for s in specifiers if s.operator in ("==", "===")]
+        # `==2.8.0.*` is a range (every 2.8.0 build), written with its operator like any other
+        exact = [s.version for s in specifiers if s.operator in ("==", "===") and not s.version.endswith(".*")]
         version = exact[0].split("+")[0] if len(specifiers) == 1 and exact else str(reading.pip_torch.specifier)
         from_image = (reading.pip_torch_text or "").startswith(BASE_IMAGE_ENTRY)
         return version, "base-image" if from_image else "pip"

@@ -23,9 +23,10 @@ from typing import Any
 import yaml
 
 from builder.errors import UsageError
+from builder.formats.conda_matchspec import parse_conda_line
 from builder.generated_files import write_new_file
 from builder.init.choose import SpecDraft, draft_from_environment, spec_name, starter_draft
-from builder.init.lines import Note, cuda_from_build, cuda_from_tag, parse_conda_line
+from builder.init.lines import Note, cuda_from_build, cuda_from_tag
 from builder.init.read import read_environment, read_environment_data, read_source
 from builder.init.variants import draft_from_reading
 from builder.specs.model import EnvSpec, parse_spec

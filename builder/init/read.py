@@ -1,6 +1,6 @@
 """Reading an environment file into a `Reading`: what its lines say, in file order, before anything is decided.
 
-environment.yml files are read key by key; requirements.txt, conda-lock.yml and Dockerfiles are read
+environment.yml files are read key by key; requirements.txt, conda-lock.yml, uv.lock and Dockerfiles are read
 into the same `Reading` (their lines by builder/init/reading.py's readers), so one set of decisions
 (`builder.init.choose`) serves every format. pixi.toml, pixi.lock and uv's pyproject.toml declare several
 CUDA variants: their readers (builder/init/pixi_manifest.py, pixi_lock.py, uv_project.py) read one
@@ -10,6 +10,7 @@ CUDA variants: their readers (builder/init/pixi_manifest.py, pixi_lock.py, uv_pr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from builder.init.dockerfile import read_dockerfile
 from builder.init.pixi_lock import manifest_beside, read_pixi_lock_data
 from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.platform_hints import keep_file_platform
-from builder.init.read_requirements import read_requirements
+from builder.init.read_requirements import include_requirements, read_requirements
 from builder.init.reading import (
     Reading,
     read_channel_list,
@@ -28,6 +29,7 @@ from builder.init.reading import (
     read_pip_text,
     read_text_file,
 )
+from builder.init.uv_lock import read_uv_lock_file
 from builder.init.uv_project import read_pyproject_data
 from builder.init.variants import read_toml_file
 from builder.specs.cuda import CudaVersion
@@ -41,8 +43,8 @@ def read_environment(path: Path) -> Reading:
     return read_environment_data(read_yaml_file(path, "environment.yml"), str(path))
 
 
-FORMATS = ("an environment.yml, a requirements.txt, a conda-lock.yml, a Dockerfile, a pixi.toml, a pixi.lock or "
-           "a pyproject.toml")
+FORMATS = ("an environment.yml, a requirements.txt, a conda-lock.yml, a Dockerfile, a pixi.toml, a pixi.lock, "
+           "a pyproject.toml or a uv.lock")
 
 
 def read_source(path: Path, allow_outside: bool = False) -> Reading:
@@ -60,6 +62,8 @@ def read_source(path: Path, allow_outside: bool = False) -> Reading:
     if kind in ("pixi.toml", "pyproject.toml"):
         data = read_toml_file(path, kind)
         return read_pixi_manifest_data(data, str(path)) if kind == "pixi.toml" else read_pyproject_data(data, str(path))
+    if kind == "uv.lock":
+        return read_uv_lock_file(path)
     if kind == "pixi.lock":
         return read_pixi_lock_data(read_yaml(path, kind, UsageError, "give envbuild the pixi.lock pixi wrote",
                                              limit=MAX_LOCK_BYTES, max_nodes=MAX_EXPANDED_NODES), str(path),
@@ -67,7 +71,8 @@ def read_source(path: Path, allow_outside: bool = False) -> Reading:
     data = read_yaml_file(path, kind)
     if kind == "conda-lock.yml" or (isinstance(data, dict) and "package" in data and "dependencies" not in data):
         return read_conda_lock_data(data, str(path))
-    reading = read_environment_data(data, str(path))
+    reading = read_environment_data(data, str(path),
+                                    lambda into, line: include_requirements(into, path, line, allow_outside))
     keep_file_platform(reading, read_text_file(path, kind), path.name)
     return reading
 
@@ -96,6 +101,8 @@ def _kind_by_name(name: str) -> str | None:
         return "conda-lock.yml"
     if name.endswith("pixi.lock"):
         return "pixi.lock"
+    if name.endswith("uv.lock"):
+        return "uv.lock"
     if name.endswith(".toml"):
         return "pyproject.toml" if name.endswith("pyproject.toml") else "pixi.toml"
     if name.endswith((".yml", ".yaml")):
@@ -174,7 +181,9 @@ def _read_locked_versions(reading: Reading, names: dict[str, LockedPackage]) -> 
         read_conda_text(reading, f"python={python.version}")
 
 
-def read_environment_data(data: Any, source: str) -> Reading:
+def read_environment_data(data: Any, source: str, include: Callable[[Reading, str], bool] | None = None) -> Reading:
+    """An environment.yml's data; `include` reads a `pip:` list's `-r FILE` line in its place (the file's own
+    folder is the one conda runs pip from)."""
     reading = Reading(source)
     dependencies = _dependency_list(reading, data)
     if isinstance(data.get("name"), str):
@@ -186,7 +195,7 @@ def read_environment_data(data: Any, source: str) -> Reading:
     _read_platforms(reading, data.get("platforms"))
     _note_unread_keys(reading, data)
     for item in dependencies:
-        read_environment_dependency(reading, item)
+        read_environment_dependency(reading, item, include)
     if reading.conda_lines and reading.with_builds * 2 >= reading.conda_lines:
         reading.exported = True
     return reading

@@ -100,6 +100,16 @@ def _confine(source: Path, flag: str, target: str) -> None:
                          "file that names it: move it there, or pass --allow-outside to read it anyway") from None
 
 
+def include_requirements(reading: Reading, source: Path, line: str, allow_outside: bool = False) -> bool:
+    """A `-r FILE` line of another file's pip list (an environment.yml's `pip:`, which conda runs from the
+    env file's folder): the file read in its place, held to that folder unless `allow_outside`; False (left
+    to the line's own reading) when the line is no `-r` or the file cannot be read."""
+    found = re.fullmatch(r"(?:-r|--requirement)(?:\s+|=)?(\S+)", line.strip())
+    if found is None:
+        return False
+    return _include(reading, source, f"-r {found[1]}", _Includes(frozenset({source.resolve()}), allow_outside))
+
+
 def read_included_requirements(reading: Reading, path: Path, entry: str) -> bool:
     """A requirements file another file installs (a Dockerfile's `pip install -r FILE`), read into `reading`
     in its place; False (left to a note) when it cannot be read."""

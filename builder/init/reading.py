@@ -8,6 +8,8 @@ Dockerfile's install commands (builder/init/dockerfile.py).
 from __future__ import annotations
 
 import re
+import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -17,12 +19,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from builder.errors import UsageError
+from builder.formats.conda_matchspec import CondaLine, parse_conda_line
 from builder.init.base_images import ImageTorch
 from builder.init.lines import (
     CONDA_TORCH,
     CONDA_TORCH_FLAVOURS,
     CPU,
-    CondaLine,
     Note,
     Outcome,
     cuda_from_build,
@@ -30,7 +32,6 @@ from builder.init.lines import (
     cuda_from_version,
     is_pips_default_index,
     load_import_rules,
-    parse_conda_line,
 )
 from builder.init.wheels import WheelFile, read_wheel, wheel_location
 from builder.safe_io.text import MAX_NUMBER_DIGITS, escape_unsafe, overlong_number
@@ -331,7 +332,7 @@ def _read_pip_option(reading: Reading, text: str, line: str) -> bool:
     if wheel:
         _read_wheel(reading, text, wheel)
     elif option and option[1] in ("--find-links", "-f"):
-        reading.note(text, "dropped", "a find-links page; torch comes from the wheel index of the target's CUDA")
+        _read_find_links(reading, text, option[2])
     elif option:
         _read_pip_index(reading, text, option[2])
     elif re.match(r"(-e|--editable)\b", line):
@@ -467,6 +468,29 @@ def _read_cuda_wheel(reading: Reading, name: str, text: str, requirement: Requir
         reading.cuda_majors.append((text, major[1]))
 
 
+def find_links_cuda(url: str) -> str | None:
+    """The CUDA of a PyTorch find-links page, as its path names it like an index URL: the page of one
+    CUDA's wheels (`/whl/cu130`), of one package there (`/whl/nightly/cu130/torch`) or the old list
+    (`/whl/cu111/torch_stable.html`); None for a page that names no CUDA folder (`/whl/torch_stable.html`)."""
+    segments = [s for s in urllib.parse.urlsplit(url).path.split("/") if s]
+    for segment in segments[-2:][::-1]:
+        cuda = cuda_from_tag(segment)
+        if cuda is not None:
+            return cuda
+    return None
+
+
+def _read_find_links(reading: Reading, text: str, url: str) -> None:
+    """`--find-links PAGE`: pip looks for wheels there as in an index; a PyTorch page of one CUDA names it."""
+    cuda = find_links_cuda(url)
+    if cuda is None:
+        reading.note(text, "dropped", "a find-links page; torch comes from the wheel index of the target's CUDA")
+        return
+    reading.pip_index_hints.append(Hint(text, cuda))
+    reading.note(text, "dropped", f"a find-links page of {'CPU' if cuda == CPU else 'CUDA ' + cuda} wheels, read "
+                                  "as that CUDA; the spec takes torch from the wheel index of the target's CUDA")
+
+
 def _read_pip_index(reading: Reading, text: str, url: str) -> None:
     tag = url.rstrip("/").rsplit("/", 1)[-1]
     cuda = cuda_from_tag(tag)
@@ -497,13 +521,16 @@ def read_pip_text(reading: Reading, text: str, entry: str | None = None) -> None
         reading.hints = [Hint(entry, h.cuda) if h.entry == text else h for h in reading.hints]
 
 
-def read_environment_dependency(reading: Reading, item: Any) -> None:
-    """One item of an environment.yml's `dependencies:`: a conda line or a `pip:` list."""
+def read_environment_dependency(reading: Reading, item: Any,
+                                include: Callable[[Reading, str], bool] | None = None) -> None:
+    """One item of an environment.yml's `dependencies:`: a conda line or a `pip:` list; `include` reads a
+    `-r FILE` line's file in its place (True when it did)."""
     if isinstance(item, str):
         read_conda_text(reading, item)
     elif isinstance(item, dict) and set(item) == {"pip"} and isinstance(item["pip"], list):
         reading.has_pip_section = True
         for line in item["pip"]:
-            read_pip_text(reading, str(line))
+            if include is None or not include(reading, str(line)):
+                read_pip_text(reading, str(line))
     else:
         reading.note(str(item), "unmapped", "not a package line or a `pip:` list")

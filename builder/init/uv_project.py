@@ -17,8 +17,9 @@ from packaging.markers import InvalidMarker, Marker, UndefinedComparison, Undefi
 from packaging.markers import default_environment as marker_environment
 from packaging.requirements import InvalidRequirement, Requirement
 
+from builder.formats.conda_matchspec import parse_conda_line
 from builder.init.dockerfile_shell import find_install, pip_arguments, shell_commands
-from builder.init.lines import cuda_from_tag, parse_conda_line
+from builder.init.lines import cuda_from_tag
 from builder.init.pixi_manifest import read_pixi_manifest_data
 from builder.init.reading import LINUX_MARKERS, Hint, Reading, read_pip_text
 from builder.init.variants import (
@@ -210,7 +211,7 @@ def _add_variant(reading: VariantsReading, candidate: Candidate, project: Projec
                                                  "envbuild builds NVIDIA CUDA and CPU targets")
         return
     variant_reading = Reading(reading.source, kind=reading.kind, name=reading.name)
-    _read_python(variant_reading, project.table.get("requires-python"))
+    read_requires_python(variant_reading, project.table.get("requires-python"))
     variant_reading.has_pip_section = True
     requirements = project.base + candidate.requirements
     if candidate.kind == "project":
@@ -242,7 +243,7 @@ def _torch_extras(reading: Reading, project: Project) -> tuple[str, ...]:
     return tuple(requirements)
 
 
-def _read_python(reading: Reading, requires: Any) -> None:
+def read_requires_python(reading: Reading, requires: Any) -> None:
     """`requires-python = ">=3.11"`: the Python versions the project allows, read as the spec's python line."""
     if not requires:
         return

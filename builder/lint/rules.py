@@ -23,11 +23,12 @@ from packaging.utils import canonicalize_name
 
 from builder.errors import UsageError
 from builder.findings import Finding, Location, RuleRegistry, Severity, sort_findings
+from builder.formats.conda_matchspec import parse_conda_line
 from builder.host.fleet import fleet_problems, spec_hosts
 from builder.init.choose import draft_from_environment
 from builder.init.cuda_bound import cuda_bound
 from builder.init.facts import stated_cuda
-from builder.init.lines import parse_conda_line, python_minor
+from builder.init.lines import python_minor
 from builder.init.read import read_source
 from builder.init.reading import ML_PACKAGES, Reading
 from builder.lock.location import default_lock_folder

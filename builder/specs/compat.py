@@ -35,6 +35,7 @@ class PythonRange(_Data):
 class CudaToolkit(_Data):
     full_compat_driver: str
     full_compat_driver_windows: str | None = None  # NVIDIA's Windows number, where the data has it
+    ga_driver: str | None = None  # the GA release's Linux driver: the oldest whose own libcuda reports this CUDA
     nvidia_cuda_image: str
     pip_tag: str
     source: str = ""

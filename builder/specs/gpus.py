@@ -78,6 +78,24 @@ def _generations() -> list[tuple[re.Pattern[str], tuple[int, int], str]]:
             for rule in _gpu_data()["generations"]]
 
 
+@dataclass(frozen=True)
+class WrittenNames:
+    """How people write boards in prose (gpus.yaml `written`): the series word a bare number leaves out, and the
+    words that must stand next to a bare number or a short name."""
+
+    series: dict[str, str]
+    before: frozenset[str]
+    after: frozenset[str]
+
+
+@lru_cache(maxsize=1)
+def written_names() -> WrittenNames:
+    raw = _gpu_data()["written"]
+    return WrittenNames({str(k): str(v) for k, v in raw["series"].items()},
+                        frozenset(str(word).casefold() for word in raw["before"]),
+                        frozenset(str(word).casefold() for word in raw["after"]))
+
+
 def parse_capability(text: str) -> tuple[int, int]:
     """`8.6`, `sm_86` or `sm86` -> (8, 6); ValueError otherwise."""
     match = CAPABILITY.match(text.strip())

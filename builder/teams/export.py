@@ -27,10 +27,10 @@ from packaging.requirements import Requirement
 from builder import __version__
 from builder.errors import UsageError
 from builder.formats import pixi_toml, uv_pyproject
+from builder.formats.conda_matchspec import parse_conda_line
 from builder.formats.environment_yml import EnvironmentFile
 from builder.formats.pixi_toml import CondaDependency, CudaFloor, Feature, PixiManifest, PypiDependency, RichPlatform
 from builder.formats.uv_pyproject import UvIndex, UvProject, UvSource
-from builder.init.lines import parse_conda_line
 from builder.lock.environment import environment_file
 from builder.specs.compat import load_platforms
 from builder.specs.gpus import parse_capability

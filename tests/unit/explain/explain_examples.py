@@ -40,6 +40,10 @@ EXAMPLES = {
     "explain.cuda.system-not-ready": "Error 802: system not yet initialized",
     "explain.driver.gpu-lost": "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
     "explain.driver.nvml-unknown-error": "Failed to initialize NVML: Unknown Error",
+    "explain.driver.nvml-stub-library": "You should always run with libnvidia-ml.so that is installed with your\n"
+                                        "NVIDIA Display Driver. By default it's installed in /usr/lib and /usr/lib64.\n"
+                                        "libnvidia-ml.so in GDK package is a stub library that is attached only for\n"
+                                        "build purposes\n",
     "explain.driver.no-driver": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
     "explain.driver.os-blocked": "Failed to initialize NVML: GPU access blocked by the operating system",
     "explain.driver.driver-library-mismatch": "Failed to initialize NVML: Driver/library version mismatch",
@@ -134,6 +138,11 @@ EXAMPLES = {
                                        "Address already in use).",
     "explain.amp.autocast-disabled": "UserWarning: torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  "
                                      "Disabling.",
+    "explain.distributed.nccl-id-store": "torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
+                                         "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+                                         "store->get('0') got error: Connection reset by peer",
+    "explain.cuda.driver-init-failed": 'msg="Unable to load cudart library /usr/lib/x86_64-linux-gnu/libcuda.so.'
+                                       '570.86.15: cuda driver library init failure: 999"',
     "explain.distributed.store-timeout": "torch.distributed.DistNetworkError: The client socket has timed out after "
                                          "600000ms while trying to connect to (10.0.0.1, 29500).",
     "explain.nccl.error": "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote "
@@ -146,6 +155,16 @@ EXAMPLES = {
                                    "with each other:",
     "explain.pip.resolution-impossible": "ERROR: Cannot install torch==2.0.1 and torchvision==0.17.0 because these "
                                          "package versions have conflicting dependencies.",
+    "explain.triton.libcuda-not-found": "AssertionError: libcuda.so cannot found!\nPlease make sure GPU is set up and "
+                                        "then run \"/sbin/ldconfig\" (requires sudo) to refresh the linker cache.",
+    "explain.triton.no-c-compiler": "RuntimeError: Failed to find C compiler. Please specify via CC environment "
+                                    "variable.",
+    "explain.triton.ptxas-unknown-arch": "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'",
+    "explain.triton.ptxas-failed": "triton.runtime.errors.PTXASError: PTXAS error: `ptxas` failed with error code 1\n"
+                                   "`ptxas` stderr:",
+    "explain.uv.no-solution": "  × No solution found when resolving dependencies:\n  ╰─▶ Because xformers==0.0.24 depends "
+                              "on torch==2.2.0 and you require xformers==0.0.24 and torch==2.4.0, we can conclude "
+                              "that your requirements are unsatisfiable.",
     "explain.pip.cuda-wheel-index": "ERROR: No matching distribution found for torch==2.1.0+cu121",
     "explain.pip.unsupported-wheel": "ERROR: torch-2.1.0+cu121-cp311-cp311-linux_x86_64.whl is not a supported wheel "
                                      "on this platform.",

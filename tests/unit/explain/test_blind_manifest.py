@@ -1,8 +1,9 @@
 """The blind corpus (tests/corpus/realworld-blind): every log is in the manifest, sourced from a repository of
 its batch's frozen list, scored on answers, and held out by the manifest's split_rule, not by hand.
 
-Batch 1 (b001-b081) was sampled from `repositories`; batch 2 (b082 onward, `batch: 2`) is a fresh sample from
-`repositories_batch2`, a list disjoint from the first, fixed before any of its issues was read."""
+Batch 1 (b001-b081) was sampled from `repositories`; batch 2 (b082-b110, `batch: 2`) is a fresh sample from
+`repositories_batch2`, and batch 3 (b111 onward, `batch: 3`) one from `repositories_batch3`; each list is disjoint
+from the earlier ones and was fixed before any of its issues was read."""
 
 from __future__ import annotations
 
@@ -40,24 +41,29 @@ def test_the_split_is_the_split_rule_of_the_file_name() -> None:
         assert case["split"] == ("heldout" if _held_out(case["file"]) else "dev"), case["file"]
 
 
-def test_the_two_repository_lists_are_frozen_apart() -> None:
-    first, second = set(MANIFEST["repositories"]), set(MANIFEST["repositories_batch2"])
-    assert len(second) >= 10 and not first & second
+BATCH_LISTS = {1: "repositories", 2: "repositories_batch2", 3: "repositories_batch3"}
+FIRST_NUMBER = {1: 1, 2: 82, 3: 111}  # a batch's cases are numbered from here, up to the next batch's first
+
+
+def test_the_repository_lists_are_frozen_apart() -> None:
+    lists = [set(MANIFEST[key]) for key in BATCH_LISTS.values()]
+    for later, listed in enumerate(lists[1:], start=1):
+        assert len(listed) >= 10 and not listed & set().union(*lists[:later])
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case["file"])
 def test_a_case_comes_from_its_batch_list_with_an_answer_to_meet(case: dict[str, Any]) -> None:
     batch = case.get("batch", 1)
-    assert batch in (1, 2)
-    listed = MANIFEST["repositories"] if batch == 1 else MANIFEST["repositories_batch2"]
+    assert batch in BATCH_LISTS
+    listed = MANIFEST[BATCH_LISTS[batch]]
     assert RENAMED.get(case["repository"], case["repository"]) in listed, case["repository"]
     assert case["source"].startswith("https://github.com/")
     assert case["resolution"].strip()
     assert has_answer(case["expect"]) and case["expect"].get("fix_must") is not None
     number = int(case["file"][1:4])
-    assert (number >= 82) == (batch == 2), case["file"]
+    assert FIRST_NUMBER[batch] <= number < FIRST_NUMBER.get(batch + 1, 1000), case["file"]
 
 
 def test_the_bench_reads_the_batch_of_every_case() -> None:
     outcomes = [judge(case, BLIND_CORPUS) for case in load_cases(BLIND_CORPUS) if case["split"] == "dev"]
-    assert {outcome.batch for outcome in outcomes} == {1, 2}
+    assert {outcome.batch for outcome in outcomes} == set(BATCH_LISTS)

@@ -60,10 +60,33 @@ def test_no_kernel_image_without_host_or_warning_points_at_doctor():
 def test_arch_fix_never_names_a_build_the_driver_cannot_run():
     log = (CORPUS / "02-sm120-not-compatible-5090.log").read_text()
     unknown_driver = first(log)
-    assert "CUDA 13.0" in (unknown_driver.fix or "")  # the newest released build with sm_120
+    # No driver in the log, but sm_120 came with CUDA 12.8: a driver that drives the GPU runs a 12.8 build,
+    # while the newest build (CUDA 13) would need a newer driver than some Blackwell setups have.
+    assert "CUDA 12.8" in (unknown_driver.fix or "") and "CUDA 13" not in (unknown_driver.fix or "")
+    assert "first CUDA with this architecture" in (unknown_driver.fix or "")
+    assert "--index-url " in (unknown_driver.fix or "") and "/whl/cu128`" in (unknown_driver.fix or "")
     old_driver = first(log, driver=DriverReading("nvml", (12, 8), "570.86.15"), gpus=gpus_from_nvml(RTX_5090))
     assert "CUDA 13" not in (old_driver.fix or "")
     assert "CUDA 12.8" in (old_driver.fix or "")
+
+
+def test_no_kernel_image_keeps_the_logs_torch_release_with_a_build_for_the_gpu():
+    # torch 2.8's CUDA 12.8 build dropped Pascal; its CUDA 12.6 build of the same release still has sm_61, and a
+    # driver that ran the 12.8 build runs it: the smallest change, named with the facts it rests on.
+    finding = first("RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+                    "- NVIDIA GeForce GTX 1080 Ti\n- 2.8.0+cu128\n")
+    assert "GTX 1080 Ti (line 2), sm_61" in finding.message
+    assert "torch 2.8.0+cu128 (line 3) has kernels for sm_70" in finding.message
+    assert (finding.fix or "").startswith("use torch 2.8.0 with CUDA 12.6: the log's torch release")
+
+
+def test_no_kernel_image_without_proof_of_the_driver_names_the_newest_and_the_oldest_driver_build():
+    # An RTX 3090 (sm_86, first in CUDA 11.1): no build in the data is that old, so the fix names the newest
+    # build with the driver it needs, and the newest of those that need the oldest driver.
+    finding = first("RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+                    "GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-x)\n")
+    assert "the newest released build with sm_86 kernels" in (finding.fix or "")
+    assert "it needs driver >=" in (finding.fix or "") and "for an older driver" in (finding.fix or "")
 
 
 def test_driver_too_old_lists_the_spec_targets_that_run():

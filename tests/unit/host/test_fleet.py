@@ -265,6 +265,16 @@ def test_a_saved_host_keeps_its_kind_and_reads_back_as_written(tmp_path: Path) -
     assert "processes" in json.loads((tmp_path / "laptop.json").read_text())
 
 
+def test_a_saved_host_keeps_whether_its_container_markers_were_looked_for(tmp_path: Path) -> None:
+    # A live probe looked for them (a Linux host is told); a file that does not say reads back "not told".
+    facts = load_host(HOSTS / "ampere-rtx3090.json").facts
+    assert facts is not None
+    for checked, answer in ((True, "linux"), (False, "linux host or container: not told")):
+        save_host(replace(facts, probe=HostProbe(system="Linux", container_checked=checked)), tmp_path / "h.json")
+        loaded = load_host(tmp_path / "h.json").facts
+        assert loaded is not None and loaded.kind.name == "linux" and loaded.kind.answer == answer
+
+
 def test_an_empty_host_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no host files"):
         host_paths([tmp_path])

@@ -85,6 +85,71 @@ def test_the_host_kind_and_what_told_it(capture: Path, probe: HostProbe, kind: s
     assert named == kind and told_by in source
 
 
+@pytest.mark.parametrize(("capture", "probe", "answer"), [
+    # A UNIX driver's table reads the same on a Linux host and in a container there: not told which.
+    (BLIND / "tensorflow-62328-gtx1650-535-table.txt", NOTHING_READ, "linux host or container: not told"),
+    (BLIND / "k8s-device-plugin-145-m2090-q-390.txt", NOTHING_READ, "linux host or container: not told"),
+    # The OS alone is no answer: a container shares its host's. Its container markers looked for: told.
+    (BLIND / "tensorflow-62328-gtx1650-535-table.txt", HostProbe(system="Linux"), "linux host or container: not told"),
+    (BLIND / "tensorflow-62328-gtx1650-535-table.txt", HostProbe(system="Linux", container_checked=True), "linux"),
+    (BLIND / "tensorflow-62328-gtx1650-535-table.txt", HostProbe(container="/.dockerenv"), "container"),
+    # Kinds nvidia-smi's own output tells are named, though the system was not read.
+    (BLIND / "ollama-13536-windows-rtx4050-591-wddm.txt", NOTHING_READ, "windows"),
+    (CORPUS / "wsl2-546-cuda-err.txt", NOTHING_READ, "wsl"),
+    # Nothing names any kind.
+    (BLIND / "pytorch-99137-list-quadro-k620.txt", NOTHING_READ, "host kind: not told"),
+])
+def test_a_kind_no_source_tells_apart_is_said_not_told(capture: Path, probe: HostProbe, answer: str) -> None:
+    reading = parse_nvidia_smi(capture.read_bytes())
+    driver = DriverReading("nvidia-smi", None, reading.driver_version, smi_signs=reading.signs,
+                           smi_failure=reading.failure)
+    kind = read_host_kind(probe, driver, tuple(gpu.name for gpu in reading.gpus))
+    assert kind.answer == answer
+    assert (kind.not_told is None) == (answer == kind.name)
+    if kind.not_told:
+        assert "not told" not in kind.means and "nothing doctor read tells" in kind.means
+
+
+@pytest.mark.parametrize(("capture", "answer"), [
+    # A prompt shows the OS only (batch 3, dev): a test pod's root prompt, a node's `#`.
+    ("k8s-dra-425-prompt-l4-535.txt", "linux host or container: not told"),
+    ("k8s-dra-889-t4-580-cuda13.txt", "linux host or container: not told"),
+    # What only a host does: an ssh login into the node, the vGPU-KVM host driver run through vgpu_unlock.
+    ("cudf-9743-ssh-node-v100-396.txt", "linux"),
+    ("vgpu-unlock-30-kvm-host-p400-460-cuda-na.txt", "linux"),
+    # Inside a container: `docker exec`, and HAMi's in-container library logging through nvidia-smi.
+    ("k8s-dra-32-docker-exec-kind-545-header.txt", "container"),
+    ("hami-332-hami-core-550-header.txt", "container"),
+    ("hami-347-hami-core-v100-q-535.txt", "container"),
+    ("hami-248-4pdvgpu-nvml-unknown.txt", "container"),
+])
+def test_a_pasted_session_tells_the_kind_only_by_what_a_host_or_container_shows(
+        capture: str, answer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    facts, _ = replayed(BLIND / capture, tmp_path, monkeypatch)
+    assert facts.kind.answer == answer
+
+
+def test_a_cuda_field_that_is_no_version_never_makes_a_build_run(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vGPU-KVM host's manager driver prints `CUDA Version: N/A` (batch 3, dev): its number admits the CUDA 11.8
+    build under minor-version compatibility, but it serves no CUDA, so that target is unknown, not "runs"."""
+    for capture in ("vgpu-unlock-30-kvm-host-p400-460-cuda-na.txt", "vgpu-unlock-75-gtx105x-460-cuda-na.txt"):
+        (tmp_path / capture).mkdir()
+        _, report = replayed(BLIND / capture, tmp_path / capture, monkeypatch)
+        verdicts = {t.target: t for t in report.targets}
+        assert verdicts["cuda11.8"].verdict == UNKNOWN
+        assert any("CUDA Version: N/A" in f.message for f in verdicts["cuda11.8"].findings)
+        assert verdicts["cuda12.9"].verdict == NEEDS_NEWER_DRIVER
+        assert verdicts["cpu"].verdict == RUNS
+
+
+def test_the_report_says_not_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, report = replayed(BLIND / "tensorflow-62328-gtx1650-535-table.txt", tmp_path, monkeypatch, NOTHING_READ)
+    assert report.host.kind.answer == "linux host or container: not told"
+    assert any(check.message.startswith("linux host or container: not told") for check in report.findings)
+    assert any(row[1].startswith("linux host or container: not told") for row in report.host_rows())
+
+
 def test_a_vgpu_guest_is_named_and_told_its_licence() -> None:
     # Fixture: the lines a vGPU guest's `nvidia-smi -q` prints (no capture of one in the corpora).
     text = ("Driver Version                            : 535.161.07\n"

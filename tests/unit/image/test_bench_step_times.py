@@ -50,3 +50,19 @@ def test_a_plain_build_stream_feeds_the_same_clock(monkeypatch: pytest.MonkeyPat
     clock.feed({"aux": {"ID": "sha256:00"}})
     assert [step.number for step in clock.steps] == [1, 2]
     assert clock.steps[0].seconds == 1.0
+
+
+def test_the_shared_compiler_run_is_left_out_of_the_env_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = itertools.count(step=5)
+    monkeypatch.setattr(bench_image.time, "monotonic", lambda: float(next(counter)))
+    clock = bench_image.StepClock()
+    # The legacy builder prints a RUN's continuation lines joined into one.
+    clock("Step 3/9 : RUN if ! command -v apt-get >/dev/null 2>&1; then     exit 1;     fi;     apt-get update -q  "
+          "&& DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc g++ libc6-dev")
+    clock(" ---> 0123456789ab")
+    clock("Step 4/9 : RUN true")
+    clock(" ---> 89abcdef0123")
+    assert bench_image.compiler_seconds(clock) == 5.0
+    pair = bench_image.Pair(cold=60.0, baseline=50.0, cold_compiler=12.0, baseline_compiler=10.0)
+    assert pair.ratio == pytest.approx(1.2)
+    assert pair.env_ratio == pytest.approx(48.0 / 40.0)

@@ -350,3 +350,57 @@ def test_a_wheel_the_image_builds_with_pip_wheel_is_named_by_where_it_is_built()
     named = {n.entry for n in reading.notes if n.outcome == "unmapped" and n.entry.startswith("pip wheel")}
     assert named == {"pip wheel . (in https://github.com/org/fast-kernels.git)", "pip wheel . (in /opt/extra-ops)"}
     assert reading.pip == []
+
+
+@pytest.mark.parametrize("text, expanded", [
+    ('${A:+"img:${A}-x${B}"}', "img:1-x2"), ("${UNSET:-'u:${A}'}", "u:1"), ("${A:+${UNSET:-z}}", "z"),
+    ("${A", "${A"), ("${A#x}", "${A#x}"),
+])
+def test_a_substitution_word_holds_quotes_and_further_references(text: str, expanded: str) -> None:
+    variables = BuildVariables()
+    variables.declare_args(("A=1", "B=2"))
+    assert variables.expand(text) == expanded
+
+
+def test_a_from_line_sees_the_global_args_after_a_stage_and_a_stage_it_names_keeps_its_python() -> None:
+    text = ('ARG CUDA=11.3.1\nARG BASE=${CUDA:+"nvidia/cuda:${CUDA}-devel-ubuntu22.04"}\nARG NEXT=build\n'
+            "FROM ${BASE} AS build\nARG PY=3.10\nRUN apt-get install -y python${PY}\n"
+            "RUN pip install torch==1.13.1+${CUDA_TAG}\nFROM ${NEXT}\nRUN pip install einops\n")
+    reading = read_dockerfile_text(text, "Dockerfile")
+    assert reading.base_images == ["nvidia/cuda:11.3.1-devel-ubuntu22.04"]
+    assert file_facts(reading).as_dict() == {"torch": "1.13.1", "torch_from": "pip", "cuda": "11.3",
+                                             "platform": "linux-64"}
+    assert draft_from_environment(reading, "probe", upgrade=True).data["python"] == "3.10"
+    tagged = [n for n in reading.notes if n.entry == "torch==1.13.1+${CUDA_TAG}"]
+    assert tagged and tagged[0].outcome == "assumed" and "${CUDA_TAG}" in tagged[0].reason
+
+
+def test_a_version_from_an_undeclared_arg_is_kept_unpinned_and_named() -> None:
+    text = "ARG V='>=8.10'\nFROM python:3.11\nRUN pip install torch==2.5.1 ipython${V} $WHEEL\n"
+    reading = read_dockerfile_text(text, "Dockerfile")
+    assert "ipython" in reading.pip
+    assert [(n.entry, n.outcome) for n in reading.notes if n.entry.startswith(("ipython", "$"))] == [
+        ("ipython${V}", "unpinned"), ("$WHEEL", "unmapped")]
+
+
+def test_an_environment_files_pip_r_line_reads_the_file_beside_it(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("torch==2.0.1\neinops\n", encoding="utf-8")
+    env = tmp_path / "environment.yml"
+    env.write_text("dependencies:\n  - python=3.9\n  - pip:\n    - -r requirements.txt\n    - -r missing.txt\n",
+                   encoding="utf-8")
+    from builder.init.read import read_source
+    reading = read_source(env)
+    assert (file_facts(reading).torch, "einops" in reading.pip) == ("2.0.1", True)
+    assert [(n.entry, n.outcome) for n in reading.notes if "txt" in n.entry] == [
+        ("-r requirements.txt", "derived"), ("-r missing.txt", "unmapped")]
+    env.write_text("dependencies:\n  - pip:\n    - -r ../outside.txt\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="--allow-outside"):
+        read_source(env)
+
+
+def test_a_wildcard_torch_pin_is_a_range_and_a_torchvision_range_it_leaves_is_re_paired_by_name() -> None:
+    reading = read_requirements_text("torch==2.8.0.*\ntorchvision==0.22.*\n", "requirements.txt")
+    assert file_facts(reading).torch == "==2.8.0.*"
+    draft = draft_from_environment(reading, "probe", upgrade=True)
+    assert draft.data["torchvision"].startswith("0.23.")
+    assert any(n.entry == "torchvision==0.22.*" and n.outcome == "upgraded" for n in draft.notes)

@@ -106,3 +106,17 @@ def test_versions_are_read_as_packaging_reads_them() -> None:
     assert parse_version("cuda12.1").release == (12, 1)
     with pytest.raises(InvalidVersion):
         parse_version("unknown")
+
+
+def test_ga_drivers_come_before_their_update_drivers_and_rise_with_cuda() -> None:
+    """A toolkit's GA driver is the first that reports its CUDA: never after its update release's driver, never
+    before an older CUDA's GA driver, and at least the minor-version floor of its major."""
+    with_ga = sorted((cuda, kit) for cuda, kit in DATA.cuda.items() if kit.ga_driver)
+    assert len(with_ga) >= 8
+    for cuda, kit in with_ga:
+        assert kit.ga_driver is not None
+        assert parse_version(kit.ga_driver) <= parse_version(kit.full_compat_driver), cuda
+        floor = DATA.min_driver(cuda)
+        assert floor is None or parse_version(kit.ga_driver) >= parse_version(floor), cuda
+    drivers = [parse_version(kit.ga_driver or "") for _, kit in with_ga]
+    assert drivers == sorted(drivers)
