@@ -9,14 +9,14 @@ from __future__ import annotations
 from bench._world import bench_env
 from builder.image.build import BuildOptions, build_image
 from builder.image.context import make_context
-from builder.image.smoke_run import run_in_image
+from builder.image.smoke_run import Expected, run_in_image
 
 
 def main() -> None:
     with bench_env("cpu") as env:
         image = build_image(make_context(env.target, env.lock_path, env.folder / "context"),
                             BuildOptions(network="host"))
-        report = run_in_image(image.tags[0], expect_torch=env.target.torch, expect_cuda="cpu")
+        report = run_in_image(image.tags[0], expect=Expected(env.target.torch, "cpu"))
         for row in report.table_rows():
             print("  " + "  ".join(f"{cell:<30}" if i == 0 else str(cell) for i, cell in enumerate(row)))
         s = report.summary

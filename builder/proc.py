@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,9 +102,11 @@ def popen(command: Sequence[str], **kwargs) -> subprocess.Popen:
 
 
 def run(command: Sequence[str], *, timeout: float, what: str, env: Mapping[str, str] | None = None,
-        cwd: str | Path | None = None, input: bytes | None = None) -> Completed:
+        cwd: str | Path | None = None, input: bytes | None = None,
+        stderr_line: Callable[[str], None] | None = None) -> Completed:
     """Run to completion and capture its output as text (undecodable bytes replaced, never an error),
-    at most MAX_OUTPUT_BYTES of each stream and its last TAIL_BYTES.
+    at most MAX_OUTPUT_BYTES of each stream and its last TAIL_BYTES; `stderr_line` hears each line of its
+    stderr as it comes (a child's progress).
 
     A timeout kills the child's whole group and raises ProcessTimeout; Ctrl-C or SIGTERM kill the
     group too before they go on. A grandchild left holding the pipes ends with the group."""
@@ -114,7 +116,7 @@ def run(command: Sequence[str], *, timeout: float, what: str, env: Mapping[str, 
     try:
         if input is not None:
             threading.Thread(target=_feed, args=(process.stdin, input), daemon=True).start()
-        stdout, stderr = _read_capped(process, time.monotonic() + timeout)
+        stdout, stderr = _read_capped(process, time.monotonic() + timeout, stderr_line)
     except subprocess.TimeoutExpired:
         _end(process)
         raise ProcessTimeout(what, timeout) from None
@@ -153,10 +155,28 @@ class _Capped:
         return bytes(self.head) + gap + bytes(self.tail)
 
 
-def _read_capped(process: subprocess.Popen, deadline: float) -> tuple[bytes, bytes]:
+class _Lines(_Capped):
+    """A stream kept as _Capped does, each whole line also handed to `hear` as it arrives."""
+
+    def __init__(self, hear: Callable[[str], None]) -> None:
+        super().__init__()
+        self.hear, self.partial = hear, b""
+
+    def add(self, data: bytes) -> None:
+        super().add(data)
+        *lines, partial = (self.partial + data).split(b"\n")
+        self.partial = partial[-_READ_CHUNK:]  # a line without end is not heard, and not kept whole either
+        for line in lines:
+            self.hear(_text(line))
+
+
+def _read_capped(process: subprocess.Popen, deadline: float,
+                 stderr_line: Callable[[str], None] | None = None) -> tuple[bytes, bytes]:
     """Both pipes until they close and the child exits, by `deadline` (else TimeoutExpired)."""
     assert process.stdout is not None and process.stderr is not None
     streams = {process.stdout.fileno(): _Capped(), process.stderr.fileno(): _Capped()}
+    if stderr_line is not None:
+        streams[process.stderr.fileno()] = _Lines(stderr_line)
     with selectors.DefaultSelector() as selector:
         for fd in streams:
             selector.register(fd, selectors.EVENT_READ)

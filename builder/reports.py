@@ -25,11 +25,13 @@ WORD_LIMIT = 24  # longer words (paths, digests, URLs) may fold rather than push
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    # CI logs and pipes get plain text; a terminal gets colour. A pipe is 160 columns wide unless
-    # COLUMNS says otherwise (rich reads COLUMNS itself when given no width).
-    plain = os.environ.get("CI") == "true" or os.environ.get("NO_COLOR") is not None
+    # CI logs and pipes get plain text (no escape at all: a CI log shows them raw); a terminal gets colour,
+    # bold and dim only under NO_COLOR. A pipe is 160 columns wide unless COLUMNS says otherwise (rich
+    # reads COLUMNS itself when given no width).
+    ci = os.environ.get("CI") == "true"
     columns = os.environ.get("COLUMNS", "")
-    return Console(stderr=stderr, no_color=plain, highlight=False, soft_wrap=False,
+    return Console(stderr=stderr, no_color=ci or os.environ.get("NO_COLOR") is not None, highlight=False,
+                   soft_wrap=False, color_system=None if ci else "auto",
                    width=None if sys.stdout.isatty() or columns.isdigit() else PIPE_WIDTH)
 
 
@@ -73,13 +75,22 @@ CELL_STYLES: tuple[tuple[str, str], ...] = (
     ("fresh", "green"), ("locked", "green"),
     ("needs newer driver", "red"), ("no kernels", "red"), ("does not run", "red"), ("failed", "bold red"),
     ("error", "bold red"), ("missing", "red"), ("stale", "yellow"), ("warning", "yellow"), ("unknown", "yellow"),
-    ("no GPU", "dim"), ("skipped", "dim"),
+    ("info", "cyan"), ("note", "cyan"), ("no GPU", "dim"), ("skipped", "dim"),
 )
 
 
 def cell_style(cell: str) -> str:
     """The style of a table cell that is a verdict or a severity; "" for any other."""
     return next((style for word, style in CELL_STYLES if cell == word or cell.startswith(word + " ")), "")
+
+
+def print_marked(head: str, mark: str, rest: str, stderr: bool = False) -> None:
+    """One line, `head` + `mark` + `rest`, where `mark` is a severity or a verdict (`warning`, `error`,
+    `runs`): coloured on a terminal as in tables (cell_style), plain in a pipe, under CI=true and NO_COLOR.
+    Never wrapped: a log line stays one line."""
+    from rich.text import Text
+
+    console(stderr).print(Text.assemble(head, (mark, cell_style(mark)), rest), soft_wrap=True)
 
 
 @lru_cache(maxsize=1)

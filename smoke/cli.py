@@ -6,6 +6,7 @@ Exit status: 0 when nothing failed, 1 when a check failed, 2 for a bad command l
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -29,6 +30,10 @@ IMPORT_CHECK = "env.import_torch"
 IMPORT_CHECK_LISTING = ("torch imports (the CLI's own result; its time is the import time)",
                         "upstream smoke_test.py: `import torch`, which every other check needs")
 STATUS_LABELS = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
+# Set by envbuild when it shows the run live: each check's start and end as one line on stderr, in the
+# form builder/events.py reads (`envbuild-event {JSON}`); the table on stdout stays as it is.
+PROGRESS_ENV = "ENVBUILD_PROGRESS"
+EVENT_PREFIX = "envbuild-event "
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +129,9 @@ def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
     only = [name for name in args.only.split(",") if name.strip()]
     ctx = Context(settings)
 
+    _tell(IMPORT_CHECK, "start", "importing torch")
     import_result, checks = _import_checks()
+    _tell_result(import_result)
     if checks is None:  # torch itself is broken: report that alone, as a failure, with its reason
         _print_header()
         _print_row(import_result)
@@ -148,8 +155,10 @@ def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
     if not only or IMPORT_CHECK in only or "env" in only:
         results.append(import_result)
         _print_row(import_result)
-    for item in selected:
+    for number, item in enumerate(selected, 1):
+        _tell(item.name, "start", f"running ({number} of {len(selected)})")
         result = run_check(item, ctx)
+        _tell_result(result)
         results.append(result)
         _print_row(result)
 
@@ -165,7 +174,9 @@ def run_suite(argv: Sequence[str] | None = None) -> tuple[int, list[str]]:
     collect_env = None
     if not args.no_collect_env:
         # Last, and in a child with a timeout: it is slow (6-8 s) and only informational.
+        _tell("collect_env", "start", "torch.utils.collect_env, for the report")
         collect_env, note = collect_env_text()
+        _tell("collect_env", "done", note or "collected")
         if note:
             environment["collect_env_note"] = note
     return _finish(SmokeReport(results, environment, collect_env), args), ctx.hung_checks
@@ -196,6 +207,18 @@ def _import_checks() -> tuple[CheckResult, list[Check] | None]:
     seconds = time.perf_counter() - start
     reason = f"torch {torch.__version__} imported in {seconds:.1f} s"
     return CheckResult(IMPORT_CHECK, PASSED, reason, seconds, {"torch": str(torch.__version__)}), checks
+
+
+def _tell(subject: str, state: str, text: str) -> None:
+    """One progress event on stderr, when envbuild asked for them (PROGRESS_ENV)."""
+    if os.environ.get(PROGRESS_ENV) == "1":
+        event = {"subject": subject, "state": state, "text": " ".join(text.split())[:300]}
+        print(EVENT_PREFIX + json.dumps(event), file=sys.stderr, flush=True)
+
+
+def _tell_result(result: CheckResult) -> None:
+    said = f"{result.status} in {result.seconds:.1f} s" + (f": {result.reason}" if result.reason else "")
+    _tell(result.name, "failed" if result.status == FAILED else "done", said)
 
 
 def _finish(report: SmokeReport, args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, cast
 
@@ -115,7 +116,7 @@ def targets(spec: Path, as_json: bool) -> None:
          for r in rows],
     )
     for warning in dict.fromkeys([*(w for t in resolved for w in t.warnings), *fleet]):
-        click.echo(f"warning: {warning}", err=True)
+        reports.print_marked("", "warning", f": {warning}", stderr=True)
 
 
 @cli.command()
@@ -149,8 +150,8 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], allow_outsi
 
 def _print_findings(path: Path, findings: list) -> None:
     for finding in findings:
-        click.echo(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
-                   + (f" (fix: {finding.fix})" if finding.fix else ""))
+        reports.print_marked(f"{path}: ", str(finding.severity), f": {finding.rule}: {finding.message}"
+                             + (f" (fix: {finding.fix})" if finding.fix else ""))
     if not findings:
         click.echo(f"{path}: no findings")
 
@@ -204,8 +205,11 @@ def lock(spec: Path, cuda: tuple[TargetId, ...], solve: SolveFlags, base_image: 
     if check:
         results = check_targets(resolved, lock_root=solve.lock_root, solver=solve.solver)
     else:
-        results = lock_targets(resolved, lock_root=solve.lock_root, solver=solve.solver, update=solve.update,
-                               force=solve.force, parallel=solve.jobs, timeout=solve.timeout)
+        from builder.cli.live import live_progress
+
+        with live_progress(transient=False) as progress:
+            results = lock_targets(resolved, lock_root=solve.lock_root, solver=solve.solver, update=solve.update,
+                                   force=solve.force, parallel=solve.jobs, timeout=solve.timeout, progress=progress)
     if as_json:
         reports.print_json("lock", [r.as_dict() for r in results])
     else:
@@ -333,21 +337,24 @@ def images(spec: Path, as_json: bool) -> None:
 def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_cuda: str | None, only: str | None,
           pull: bool, smoke_container: ContainerFlags, as_json: bool) -> None:
     """Run the smoke suite inside IMAGE (or --local): CUDA, DataParallel, AMP and the seeds' pitfalls."""
-    from builder.image.smoke_run import run_labelled_image, run_local
+    from builder.cli.live import live_progress
+    from builder.image.smoke_run import Expected, run_labelled_image, run_local
 
     flags = smoke_container
     _check_smoke_subject(image_name, local, pull)
     if image_name is None:
-        report = run_local(flags.require_gpus, expect_torch, expect_cuda, only, flags.timeout)
+        with live_progress() as progress:
+            report = run_local(flags.require_gpus, expect_torch, expect_cuda, only, flags.timeout, progress=progress)
         title = "smoke: this Python"
     else:
         if pull:
             from builder.image.build import pull_reference  # the engine client: loaded only to pull, not for --local
 
             pull_reference(image_name)
-        report = run_labelled_image(image_name, container=flags.container(), require_gpus=flags.require_gpus,
-                                    expect_torch=expect_torch, expect_cuda=expect_cuda, only=only,
-                                    timeout=flags.timeout)
+        with live_progress() as progress:
+            report = run_labelled_image(image_name, container=flags.container(), require_gpus=flags.require_gpus,
+                                        expect=Expected(expect_torch, expect_cuda), only=only, timeout=flags.timeout,
+                                        progress=progress)
         title = f"smoke: {image_name}"
     if as_json:
         reports.print_json("smoke", report.as_dict())
@@ -527,7 +534,7 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
         unmapped = result.unmapped
         click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
         for finding in findings:
-            click.echo(f"{result.path}: {finding.severity}: {finding.rule}: {finding.message}")
+            reports.print_marked(f"{result.path}: ", str(finding.severity), f": {finding.rule}: {finding.message}")
         click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
     if any(f.is_error for f in findings):
         raise SystemExit(1)
@@ -650,8 +657,8 @@ def _print_pipeline(pipeline, provider: str, env_name: str, spec: Path) -> None:
     if pipeline.install.note:
         click.echo(f"note: {pipeline.install.note}", err=True)
     if pipeline.unlocked:
-        click.echo(f"warning: no lock for {', '.join(pipeline.unlocked)}: the lock-check job fails until "
-                   f"`envbuild lock {spec}` runs and its locks are committed", err=True)
+        reports.print_marked("", "warning", f": no lock for {', '.join(pipeline.unlocked)}: the lock-check job fails "
+                             f"until `envbuild lock {spec}` runs and its locks are committed", stderr=True)
     reports.print_table(f"{pipeline.path}: jobs", ["job", "runs on", "one per target"], [
         [job.name, ", ".join(job.runs_on) or "(shared runners)", ", ".join(job.targets) or "(one job)"]
         for job in pipeline.jobs
@@ -735,8 +742,11 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
     if wants_image:
         _onboard_image(resolved, bool(cuda), image_path, locks, as_json)
         return
-    result = path.onboard(resolved, asked=bool(cuda), options=local_env.options(spec), locks=locks.policy(),
-                          echo=_echo_err)
+    from builder.cli.live import live_progress
+
+    with live_progress() as progress:
+        result = path.onboard(resolved, asked=bool(cuda), options=replace(local_env.options(spec), progress=progress),
+                              locks=locks.policy(), echo=_echo_err)
     if as_json:
         reports.print_json("onboard", result.as_dict())
     else:

@@ -368,7 +368,8 @@ class LocalEnvFlags:
 
 local_env_options = option_group("local_env", [
     click.option("--prefix", type=click.Path(file_okay=False, path_type=Path), help="Create the environment here."),
-    click.option("--name", help="Create it as $ENVBUILD_ENVS_DIR/NAME (default folder ~/.envbuild/envs)."),
+    click.option("--name", help="Create it as NAME in $ENVBUILD_ENVS_DIR (default: the user data folder's "
+                 "envbuild/envs, e.g. ~/.local/share/envbuild/envs, or ~/.envbuild/envs if it exists)."),
     click.option("--installer", default="auto", show_default=True, metavar="auto|envbuild|PATH",
                  help="micromamba, mamba or conda to install with "
                       "(auto: the first on PATH, else envbuild's verified one)."),

@@ -11,7 +11,6 @@ import hashlib
 import os
 import re
 import sys
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -31,7 +30,7 @@ from builder.engine import (  # noqa: F401  (re-exported: callers that predate b
 )
 from builder.errors import EnvbuildError, UsageError
 from builder.image.context import BuildContext
-from builder.safe_io.locks import exclusive_lock
+from builder.safe_io.locks import exclusive_lock, lock_file
 
 LOG_TAIL = 30
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -278,8 +277,7 @@ def _undo_unfinished(client, log: BuildLog, options: BuildOptions) -> None:
 
 
 def tag_lock_path(env_name: str) -> Path:
-    digest = hashlib.sha256(f"{engine_address()} {env_name}".encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"envbuild-tags-{digest}.lock"
+    return lock_file("tags", f"{engine_address()} {env_name}")
 
 
 @contextmanager

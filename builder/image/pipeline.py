@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.errors import EnvbuildError
+from builder.events import Progress, to_stderr
 from builder.image.build import BuildOptions, ImageResult, build_image, push_image
 from builder.image.context import make_context
 from builder.image.render import checked_ca_files
@@ -30,8 +31,9 @@ class LockPolicy:
     solver: str | None = None  # micromamba, mamba or conda; default: found on PATH, else envbuild's
 
 
-def ensure_lock(target: Target, locks: LockPolicy = LockPolicy()) -> Path:
-    """The target's lockfile, fresh for its inputs; locked now when allowed, else a clear error."""
+def ensure_lock(target: Target, locks: LockPolicy = LockPolicy(), progress: Progress = to_stderr) -> Path:
+    """The target's lockfile, fresh for its inputs; locked now when allowed, else a clear error. `progress`
+    hears the solve's steps when it locks."""
     checked = check_targets([target], lock_root=locks.lock_root, solver=locks.solver)[0]
     if checked.status == "fresh":
         return default_lock_dir(target, locks.lock_root) / LOCK_FILE
@@ -39,7 +41,7 @@ def ensure_lock(target: Target, locks: LockPolicy = LockPolicy()) -> Path:
         why = f" ({'; '.join(checked.reasons)})" if checked.reasons else ""
         raise EnvbuildError(f"{target.key}: the lock is {checked.status}{why}; run `envbuild lock` first "
                             "(or drop --frozen)")
-    result = lock_targets([target], lock_root=locks.lock_root, solver=locks.solver)[0]
+    result = lock_targets([target], lock_root=locks.lock_root, solver=locks.solver, progress=progress)[0]
     if result.status == "failed":
         raise EnvbuildError(f"{target.key}: lock failed: {failure_line(result.message)}")
     return result.path

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from builder import proc
 from builder.errors import EnvbuildError, UsageError
+from builder.events import Progress, ignore, read_event_line
 from builder.host.mig import check_mig_limit, host_mig_limit
 from smoke.report import SmokeReport
 
@@ -37,6 +38,19 @@ if TYPE_CHECKING:  # the decision and its data load only when a run asks for GPU
 
 REPORT_DIR = "/tmp/envbuild-smoke"
 SMOKE_RUN = "smoke"  # the io.envbuild.run label of the suite's containers
+
+
+# The suite's switch for its progress lines (smoke/cli.py's PROGRESS_ENV: smoke/ cannot be imported here).
+PROGRESS_ENV = "ENVBUILD_PROGRESS"
+FOLLOW_GRACE_S = 5.0  # how long the container's log stream may take to end once the container did
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The torch version and CUDA (X.Y or cpu) the suite holds an image to; None: not checked."""
+
+    torch: str | None = None
+    cuda: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,10 +183,10 @@ def suite_args(require_gpus: int, expect_torch: str | None, expect_cuda: str | N
 
 def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cuda: str | None = None,
               only: str | None = None, timeout: float = 900, python: Path | None = None,
-              require_compile: bool = False) -> SmokeRun:
+              require_compile: bool = False, progress: Progress = ignore) -> SmokeRun:
     """The suite in this Python, or in another environment's interpreter (`python`): that one gets a
     copy of the suite on PYTHONPATH and nothing else of this Python or the user's site-packages,
-    so it is tested as it is."""
+    so it is tested as it is. `progress` hears each check start and end."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
         args = [a.replace(REPORT_DIR, folder)
@@ -189,9 +203,11 @@ def run_local(require_gpus: int = 0, expect_torch: str | None = None, expect_cud
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(suite.parent), os.environ.get("PYTHONPATH")]))
         else:
             env.update(PYTHONPATH=str(suite.parent), PYTHONNOUSERSITE="1")
+        if progress is not ignore:
+            env[PROGRESS_ENV] = "1"
         try:
             process = proc.run([str(python or sys.executable), "-m", "smoke", *args], timeout=timeout,
-                               what="the smoke suite", env=env)
+                               what="the smoke suite", env=env, stderr_line=_events_to(progress))
         except proc.ProcessTimeout as exc:
             raise EnvbuildError(f"{exc}; raise --timeout") from None
         except OSError as exc:
@@ -264,8 +280,10 @@ def container_options(gpus: str | None = None, shm_size: str = "1g",
 
 
 def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions(), require_gpus: int = 0,
-                 expect_torch: str | None = None, expect_cuda: str | None = None, only: str | None = None,
-                 timeout: float = 900, client=None) -> SmokeRun:
+                 expect: Expected = Expected(), only: str | None = None, timeout: float = 900, client=None,
+                 progress: Progress = ignore) -> SmokeRun:
+    """The suite in a container of `image`; `progress` hears each check start and end (read from the
+    container's stderr as it runs)."""
     from docker.types import Ulimit
 
     from builder.engine import container_labels, docker_client, engine_error, engine_failures, reap_stale_containers
@@ -277,13 +295,14 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
     notes: list[str] = []
     started = time.monotonic()
     args = ["sh", "-c", f"mkdir -p {REPORT_DIR} && exec python -m smoke " + " ".join(
-        suite_args(require_gpus, expect_torch, expect_cuda, only))]
+        suite_args(require_gpus, expect.torch, expect.cuda, only))]
+    watched = {"environment": {PROGRESS_ENV: "1"}} if progress is not ignore else {}
     requests = _device_requests(container.gpus, gpu_access_of(client, container.gpus))
     while True:
         try:
             created = client.containers.create(image, command=args, device_requests=requests or None,
                                                shm_size=container.shm_size, ulimits=limits or None, detach=True,
-                                               labels=container_labels(SMOKE_RUN))
+                                               labels=container_labels(SMOKE_RUN), **watched)
         except engine_failures() as exc:
             raise engine_error(exc, f"{image}: the smoke container") from None
         try:
@@ -292,13 +311,53 @@ def run_in_image(image: str, *, container: ContainerOptions = ContainerOptions()
                 notes.append(refused)
                 requests = []
                 continue
+            follower = _follow(created, progress) if watched else None
             _wait(created, image, timeout)
+            if follower is not None:
+                follower.join(timeout=FOLLOW_GRACE_S)  # the last checks' events come before the table
             return SmokeRun.from_json(_suite_report(created, image), notes, time.monotonic() - started)
         finally:
             try:
                 created.remove(force=True)
             except engine_failures():
                 pass  # the engine went away; the next run reaps it by its labels
+
+
+def _events_to(progress: Progress):
+    """A stderr line consumer that hands the suite's events (PROGRESS_ENV) to `progress`; None when no one listens."""
+    if progress is ignore:
+        return None
+
+    def hear(line: str) -> None:
+        event = read_event_line(line.strip())
+        if event is not None:
+            progress(event)
+    return hear
+
+
+def _follow(created, progress: Progress):
+    """The container's stderr read as it comes, in a thread that ends with the container (returned, started),
+    its events told."""
+    import threading  # only a watched run follows the logs
+
+    from builder.engine import engine_failures
+
+    hear = _events_to(progress)
+    assert hear is not None
+
+    def follow() -> None:
+        partial = b""
+        try:
+            for chunk in created.logs(stream=True, follow=True, stdout=False, stderr=True):
+                *lines, partial = (partial + chunk).split(b"\n")
+                for line in lines:
+                    hear(line.decode(errors="replace"))
+        except engine_failures():
+            pass  # the engine went away: the wait below says so
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    return thread
 
 
 def gpu_access_of(client, request: GpuRequest) -> GpuAccess | None:
@@ -386,10 +445,10 @@ def image_expectations(image: str, client=None) -> tuple[str | None, str | None]
 
 
 def run_labelled_image(image: str, *, container: ContainerOptions, require_gpus: int = 0,
-                       expect_torch: str | None = None, expect_cuda: str | None = None, only: str | None = None,
-                       timeout: float = 900) -> SmokeRun:
+                       expect: Expected = Expected(), only: str | None = None, timeout: float = 900,
+                       progress: Progress = ignore) -> SmokeRun:
     """run_in_image expecting the torch and CUDA given, else those the image's labels name."""
     labelled_torch, labelled_cuda = image_expectations(image)
     return run_in_image(image, container=container, require_gpus=require_gpus,
-                        expect_torch=expect_torch or labelled_torch, expect_cuda=expect_cuda or labelled_cuda,
-                        only=only, timeout=timeout)
+                        expect=Expected(expect.torch or labelled_torch, expect.cuda or labelled_cuda),
+                        only=only, timeout=timeout, progress=progress)

@@ -36,6 +36,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +56,8 @@ _REQUEST_TIMEOUT_S = 60.0  # connect, and each read: a silent server is given up
 _ATTEMPTS = 4
 _RETRY_PAUSE_S = 1.0
 _PARALLEL_DOWNLOADS = 4
+_TELL_EVERY_S = 0.2  # how often the download's byte count is told (a line each time, in the host's pipe)
+_EVENT_PREFIX = "envbuild-event "  # builder/events.py's LINE_PREFIX: --progress lines the host reads
 # Above the largest conda package published (CUDA's, about 2 GiB): a URL streaming forever ends here.
 _MAX_PACKAGE_BYTES = 8 << 30
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
@@ -278,9 +282,12 @@ def install_plan(
     cache_dir: Path | None = None,
     pip: bool = True,
     add: bool = False,
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> InstallResult:
     """Download and verify every conda package of `plan`, then link them and install its pip
-    entries. Raises InstallError; nothing is linked unless every conda package verified.
+    entries. Raises InstallError; nothing is linked unless every conda package verified. `progress`
+    hears each step (download, link, pip, bytecode) start and end, and the bytes downloaded, as dicts
+    of builder.events.Event's fields (this module runs where envbuild is not installed).
 
     `add`: the plan is one more group of an environment already in `prefix` (an image layer): what
     the prefix holds stays, and only the files this call writes are byte-compiled, so the layer
@@ -299,14 +306,20 @@ def install_plan(
     try:
         marker = work / "started"
         marker.touch()
-        verified, downloaded = _download_all(plan.conda, work / "downloads", deadline)
-        _link(plan, verified, root, prefix if staging is not None else None, work / "pkgs", deadline, keep=add)
+        steps = _Steps(progress)
+        with steps.step("download", f"{len(plan.conda)} conda packages", unit="bytes") as moved:
+            verified, downloaded = _download_all(plan.conda, work / "downloads", deadline, moved)
+        with steps.step("link", f"{len(verified)} packages into the environment (rattler)"):
+            _link(plan, verified, root, prefix if staging is not None else None, work / "pkgs", deadline, keep=add)
         if wanted_pip:
-            _pip_install(wanted_pip, root, prefix, work, deadline, compile_now=staging is None and not add)
+            with steps.step("pip", f"{len(wanted_pip)} locked wheels, hashes required"):
+                _pip_install(wanted_pip, root, prefix, work, deadline, compile_now=staging is None and not add)
         if staging is not None:
-            _compile_bytecode(root, prefix, deadline)
+            with steps.step("bytecode", "byte-compiling the environment"):
+                _compile_bytecode(root, prefix, deadline)
         elif add:
-            _compile_new_files(root, marker.stat().st_ctime_ns, deadline)
+            with steps.step("bytecode", "byte-compiling the new files"):
+                _compile_new_files(root, marker.stat().st_ctime_ns, deadline)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return InstallResult(
@@ -320,7 +333,7 @@ def install_plan(
 
 
 def _download_all(
-    artifacts: tuple[CondaArtifact, ...], folder: Path, deadline: float
+    artifacts: tuple[CondaArtifact, ...], folder: Path, deadline: float, moved: Callable[[int], None] | None = None
 ) -> tuple[list[tuple[CondaArtifact, Path]], int]:
     """Download the packages side by side (a few at a time: CUDA's big ones dominate), each into its own
     folder, and check its hashes; the first failure raises once the downloads under way have stopped."""
@@ -333,7 +346,7 @@ def _download_all(
 
     def fetch(pair: tuple[CondaArtifact, Path]) -> int:
         artifact, target = pair
-        sha256, md5, size = _download(artifact.url, target, deadline, artifact.name, stop)
+        sha256, md5, size = _download(artifact.url, target, deadline, artifact.name, stop, moved)
         _verify(artifact, sha256, md5)
         _check_members(artifact, target)
         return size
@@ -363,6 +376,44 @@ class _Stop:
 
     def __bool__(self) -> bool:
         return self._event.is_set()
+
+
+class _Steps:
+    """The install's steps told to `progress` (install_plan): each one's start and end (or failure), and for
+    the download the bytes so far, at most every _TELL_EVERY_S from however many threads."""
+
+    def __init__(self, progress: Callable[[dict[str, Any]], None] | None) -> None:
+        import threading
+
+        self.progress = progress
+        self._lock = threading.Lock()
+        self._bytes, self._told = 0, 0.0
+
+    def _tell(self, **event: Any) -> None:
+        if self.progress is not None:
+            self.progress(event)
+
+    @contextmanager
+    def step(self, subject: str, text: str, unit: str = "") -> Iterator[Callable[[int], None]]:
+        self._bytes, self._told, started = 0, 0.0, time.monotonic()
+        counted = {"completed": 0, "unit": unit} if unit else {}
+        self._tell(subject=subject, state="start", text=text, **counted)
+
+        def moved(size: int) -> None:
+            with self._lock:
+                self._bytes += size
+                now = time.monotonic()
+                if now - self._told < _TELL_EVERY_S:
+                    return
+                self._told = now
+                self._tell(subject=subject, state="update", text=text, completed=self._bytes, unit=unit)
+        try:
+            yield moved
+        except BaseException as exc:
+            self._tell(subject=subject, state="failed", text=str(exc) or type(exc).__name__)
+            raise
+        self._tell(subject=subject, state="done", text=f"{text}: done in {time.monotonic() - started:.1f} s",
+                   **({**counted, "completed": self._bytes} if unit else {}))
 
 
 def _verify(artifact: CondaArtifact, sha256: str, md5: str) -> None:
@@ -491,18 +542,24 @@ def _member_refused(what: str, name: str, problem: str) -> str:
 
 
 class _Transfer:
-    """One download's hashes and size, kept across a resumed request."""
+    """One download's hashes and size, kept across a resumed request; `moved` hears each change of size."""
 
-    def __init__(self) -> None:
+    def __init__(self, moved: Callable[[int], None] | None = None) -> None:
+        self.moved = moved
+        self.size = 0
         self.restart()
 
     def restart(self) -> None:
+        if self.moved and self.size:
+            self.moved(-self.size)  # from the start again: what came is counted again as it comes
         self.sha256, self.md5, self.size = hashlib.sha256(), hashlib.md5(), 0  # md5 is conda's, not security
 
     def add(self, chunk: bytes) -> None:
         self.sha256.update(chunk)
         self.md5.update(chunk)
         self.size += len(chunk)
+        if self.moved:
+            self.moved(len(chunk))
 
     def result(self) -> tuple[str, str, int]:
         return self.sha256.hexdigest(), self.md5.hexdigest(), self.size
@@ -512,13 +569,14 @@ class _Retryable(Exception):
     """A connection that failed or went silent mid-transfer: tried again, resuming where it stopped."""
 
 
-def _download(url: str, target: Path, deadline: float, what: str, stop: object = False) -> tuple[str, str, int]:
+def _download(url: str, target: Path, deadline: float, what: str, stop: object = False,
+              moved: Callable[[int], None] | None = None) -> tuple[str, str, int]:
     """Copy `url` to `target`, hashing on the way; returns (sha256, md5, size). A URL is data: it is
     never expanded from the environment. Every request has a connect and a read timeout, every file a
     size cap; a dropped or silent connection is retried (resuming with a Range request) a few times."""
     _check_url(url, what)
     scheme = urllib.parse.urlsplit(url).scheme
-    transfer = _Transfer()
+    transfer = _Transfer(moved)
     if scheme == "file":
         with open(target, "wb") as out:
             _copy_local(url, out, transfer, deadline, what, stop)
@@ -1021,6 +1079,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--add", action="store_true",
                         help="add to the environment in --prefix (keep what it holds; compile only new files)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--progress", action="store_true",
+                        help="each step's start and end, and the bytes downloaded, as event lines on stderr")
     return parser
 
 
@@ -1035,6 +1095,7 @@ def main(argv: list[str] | None = None) -> int:
             cache_dir=args.cache_dir,
             pip=not args.no_pip,
             add=args.add,
+            progress=_event_line if args.progress else None,
         )
     except InstallError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -1047,6 +1108,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{result.root} for {result.prefix} ({result.downloaded_bytes} bytes, {result.seconds:.1f} s)"
         )
     return 0
+
+
+def _event_line(event: dict[str, Any]) -> None:
+    print(_EVENT_PREFIX + json.dumps(event), file=sys.stderr, flush=True)
 
 
 def exit_hard(code: int) -> None:

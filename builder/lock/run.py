@@ -20,6 +20,7 @@ from typing import TypeVar
 import yaml
 
 from builder.errors import EnvbuildError
+from builder.events import Event, Progress, to_stderr
 from builder.lock.inputs import OWN_SOLVER, LockInputs
 from builder.lock.pip_part import previous_pins, with_pip_part, without_pip_entries
 from builder.lock.solver_protocol import CACHE_ENV, SERVICE_ENV
@@ -173,10 +174,12 @@ PROGRESS_EVERY_S = 30.0  # a "still locking" line this often, so a slow solve is
 
 
 def run_jobs(jobs: list[Job], parallel: int, timeout: float, finish: Callable[[Job, int, float], Result],
-             timed_out: Callable[[Job, float], Result], after: Callable[[Job], None] | None = None) -> list[Result]:
+             timed_out: Callable[[Job, float], Result], after: Callable[[Job], None] | None = None,
+             progress: Progress = to_stderr) -> list[Result]:
     """Run each job's conda-lock in a forked child, `parallel` at a time; `after` runs in the child
     once conda-lock succeeded, `finish` makes a job's result from its exit code in the parent,
-    `timed_out` one for a child stopped after `timeout` seconds."""
+    `timed_out` one for a child stopped after `timeout` seconds. `progress` hears when each solve
+    starts, and every PROGRESS_EVERY_S that it still runs (the caller says how each ended)."""
     # Imported once here so each forked child starts with conda-lock loaded.
     import conda_lock.conda_lock  # noqa: F401
 
@@ -195,15 +198,15 @@ def run_jobs(jobs: list[Job], parallel: int, timeout: float, finish: Callable[[J
                     child.start()
                     assert child.pid is not None  # started
                     running[child.pid] = (job, child, time.monotonic())
-                    print(f"locking {job.inputs.target.key} ({', '.join(job.inputs.target.platforms)}) "
-                          "with conda-lock ...", file=sys.stderr, flush=True)
+                    progress(Event(job.inputs.target.key, "start",
+                                   f"solving {', '.join(job.inputs.target.platforms)} with conda-lock"))
                 time.sleep(0.02)
                 for pid, (job, process, started) in list(running.items()):
                     elapsed = time.monotonic() - started
                     if process.exitcode is None and int(elapsed / PROGRESS_EVERY_S) > reported.get(pid, 0):
                         reported[pid] = int(elapsed / PROGRESS_EVERY_S)
-                        print(f"still locking {job.inputs.target.key} ({elapsed:.0f} s of at most {timeout:.0f} s)",
-                              file=sys.stderr, flush=True)
+                        progress(Event(job.inputs.target.key, "update",
+                                       f"still solving ({elapsed:.0f} s of at most {timeout:.0f} s)"))
                     if process.exitcode is None and elapsed > timeout:
                         kill_group(pid)
                         process.join()

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from pydantic import BaseModel
 
 from builder import __version__, envvars
 from builder.errors import EnvbuildError
+from builder.events import Event, Progress, to_stderr
 from builder.formats.conda_lock import CondaLock, LockFile
 from builder.lock.content_check import content_problems
 from builder.lock.failure import explain_failure, pip_hint
@@ -50,14 +51,13 @@ from builder.proc import (
     owned_name,
     remove_stale_folders,
 )
-from builder.safe_io.locks import acquire_lock, release_lock
+from builder.safe_io.locks import acquire_lock, lock_file, release_lock
 from builder.safe_io.reading import read_bounded
 from builder.safe_io.writing import sync_file, write_destination
 from builder.specs.cuda import cuda_json
 from builder.specs.target import Target
 
 INFO_FILE = "envbuild-lock.json"
-GUARD_FILE = ".envbuild-lock.lock"
 MAX_INFO_BYTES = 1024 * 1024  # an info file is a few kB
 SCRATCH_PREFIX = "envbuild-lock"
 STAGED_PREFIX = ".envbuild-staged"
@@ -202,12 +202,13 @@ def summarize(lock: CondaLock) -> tuple[dict[str, str], dict[str, int]]:
 def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
     """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work.
 
-    The guard file goes away with its last holder, and folders this run had to create go too when
-    nothing was written into them: a lock run leaves only locks in the user's folder."""
+    The guard is a file lock in the temporary folder, one per env folder, and folders this run had to
+    create go when nothing was written into them: a lock run leaves only locks in the user's folder."""
     created = _missing_ancestors(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        handle = _acquire_guard(folder / GUARD_FILE, timeout)
+        guard = lock_file("lock", str(folder.resolve()))
+        handle = _acquire_guard(guard, folder, timeout)
     except OSError as exc:
         _remove_empty(created)
         raise EnvbuildError(f"{exc.filename or folder}: cannot write locks there ({exc.strerror or exc}); "
@@ -218,21 +219,17 @@ def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
     try:
         yield
     finally:
-        _release_guard(folder / GUARD_FILE, handle)
+        release_lock(guard, handle)
         _remove_empty(created)
 
 
-def _acquire_guard(path: Path, timeout: float) -> int:
+def _acquire_guard(path: Path, folder: Path, timeout: float) -> Any:
     def waiting() -> None:
-        print(f"waiting for another envbuild lock on {path.parent} ...", file=sys.stderr)
+        print(f"waiting for another envbuild lock on {folder} ...", file=sys.stderr)
 
     return acquire_lock(path, timeout, waiting,
-                        lambda: EnvbuildError(f"{path.parent}: another envbuild lock held it for {timeout:.0f} s; "
+                        lambda: EnvbuildError(f"{folder}: another envbuild lock held it for {timeout:.0f} s; "
                                               "try again"))
-
-
-def _release_guard(path: Path, handle: int) -> None:
-    release_lock(path, handle)
 
 
 def _missing_ancestors(folder: Path) -> list[Path]:
@@ -459,8 +456,10 @@ def lock_targets(
     force: bool = False,
     parallel: int | None = None,
     timeout: float = 600.0,
+    progress: Progress = to_stderr,
 ) -> list[LockResult]:
-    """Lock every target whose inputs changed (all of them with `force` or `update`)."""
+    """Lock every target whose inputs changed (all of them with `force` or `update`). `progress` hears each
+    target's steps: checking its sources, solving, and how it ended."""
     if not targets:
         return []
     if not (force or update):
@@ -481,25 +480,46 @@ def lock_targets(
         try:
             for target, inputs in zip(targets, all_inputs, strict=True):
                 planned = _plan(target, inputs, default_lock_dir(target, lock_root), force=force, update=update,
-                                solver_path=solver_path, scratch=scratch)
+                                solver_path=solver_path, scratch=scratch, progress=progress)
                 if isinstance(planned, LockResult):
                     results[target.key] = planned
+                    progress(result_event(planned))
                 else:
                     jobs.append(planned)
             # A target's process waits on its solver calls much of the time: twice the cores keeps
             # them busy (3 targets on 2 cores: 2.4 s with 3 processes, 2.8 s with 2).
             workers = parallel or min(len(jobs), 2 * (os.cpu_count() or 1)) or 1
             with solver_service(scratch, solver_path, bool(jobs)):
-                stopped = functools.partial(_timed_out, timeout=timeout)
-                for result in run_jobs(jobs, workers, timeout, _finish, stopped, check_in_child) if jobs else []:
+                finish = _told(_finish, progress)
+                stopped = _told(functools.partial(_timed_out, timeout=timeout), progress)
+                for result in run_jobs(jobs, workers, timeout, finish, stopped, check_in_child,
+                                       progress) if jobs else []:
                     results[result.target] = result
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return [results[t.key] for t in targets]
 
 
+def result_event(result: LockResult) -> Event:
+    """How a target's lock ended, as its last progress event."""
+    if result.status == "failed":
+        return Event(result.target, "failed", failure_line(result.message).split("; ", 1)[0])
+    if result.status == "unchanged":
+        return Event(result.target, "done", "unchanged: its inputs are those of its lock")
+    return Event(result.target, "done", f"{result.status} in {result.seconds:.1f} s")
+
+
+def _told(make: Callable[..., LockResult], progress: Progress) -> Callable[..., LockResult]:
+    """`make` (a job's result from its end), telling `progress` how it ended."""
+    def told(*args: Any) -> LockResult:
+        result = make(*args)
+        progress(result_event(result))
+        return result
+    return told
+
+
 def _plan(target: Target, inputs: LockInputs, folder: Path, *, force: bool, update: Sequence[str],
-          solver_path: Path, scratch: Path) -> LockResult | Job:
+          solver_path: Path, scratch: Path, progress: Progress = to_stderr) -> LockResult | Job:
     """What this run does for one target: nothing (its lock is fresh), fail it alone (a corrupted lock, an
     unreachable source), or a solve job."""
     try:
@@ -509,6 +529,7 @@ def _plan(target: Target, inputs: LockInputs, folder: Path, *, force: bool, upda
     if info is not None:
         return LockResult(target.key, "unchanged", folder / LOCK_FILE, input_hash=inputs.input_hash,
                           torch_builds=info.torch_builds, package_counts=info.package_counts)
+    progress(Event(target.key, "start", "checking that its channels answer"))
     unreachable = probe_sources(target)
     if unreachable:
         return LockResult(target.key, "failed", folder / LOCK_FILE, message=unreachable)

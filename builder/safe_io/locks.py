@@ -1,59 +1,79 @@
-"""An exclusive lock between envbuild processes (a file lock with a timeout and a word while it waits)."""
+"""An exclusive lock between envbuild processes: filelock's file lock, with a word while it waits, a timeout,
+and a holder that was stopped (Ctrl-Z, SIGSTOP) named by its PID instead of waited for.
+
+The lock files live in the temporary folder (`lock_file`), never in a user's folder, and the last holder
+removes its file before it lets go, so nothing stays behind. That is safe with filelock >= 3.32: a waiter
+that opened the removed file and then gets its lock sees it has no name any more (st_nlink 0) and tries the
+new one. The holder's PID goes into a file beside the lock (filelock empties the lock file itself), written
+once the lock is held and removed before it is let go.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from builder.errors import EnvbuildError
 
 # A holder stopped this long (Ctrl-Z, SIGSTOP) is reported instead of waited for: it would hold the
 # lock until someone resumes it, and every waiter would sit out its whole timeout.
 STOPPED_GRACE_S = 1.0
+# How long one try waits inside filelock before the holder is looked at again.
+TRY_S = 0.25
+
+
+def lock_file(kind: str, key: str) -> Path:
+    """The lock file of `kind` (`lock`, `tags`) for `key` (a folder, an engine and env): one per key, in the
+    temporary folder."""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"envbuild-{kind}-{digest}.lock"
 
 
 @contextmanager
 def exclusive_lock(path: Path, timeout: float, waiting: Callable[[], None],
                    timed_out: Callable[[], Exception]) -> Iterator[None]:
-    """An exclusive flock on `path` while inside (see acquire_lock)."""
-    handle = acquire_lock(path, timeout, waiting, timed_out)
+    """The lock on `path` while inside (see acquire_lock)."""
+    held = acquire_lock(path, timeout, waiting, timed_out)
     try:
         yield
     finally:
-        release_lock(path, handle)
+        release_lock(path, held)
 
 
 def acquire_lock(path: Path, timeout: float, waiting: Callable[[], None],
-                 timed_out: Callable[[], Exception]) -> int:
-    """An exclusive flock on the file that is at `path` now; `waiting` is called once when another
-    process holds it, `timed_out()` is raised after `timeout` seconds. Its last holder removes the
-    file (release_lock), and one who waited on the removed file tries again on the new one, so no
-    lock file stays behind."""
-    import fcntl  # POSIX only: imported where the lock is taken, so importing this module works on Windows
+                 timed_out: Callable[[], Exception]) -> Any:
+    """The lock on `path` (a filelock.FileLock, held); `waiting` is called once when another process holds
+    it, `timed_out()` is raised after `timeout` seconds, an EnvbuildError naming the holder once it has
+    stayed stopped for STOPPED_GRACE_S."""
+    from filelock import FileLock, Timeout
 
+    lock = FileLock(path)
     wait = _Wait(path, time.monotonic() + timeout, waiting, timed_out)
     while True:
-        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _holder_pid(handle)
-            os.close(handle)
-            wait.another_turn(holder)
+            lock.acquire(timeout=max(0.0, min(TRY_S, wait.deadline - time.monotonic())))
+        except Timeout:
+            wait.another_turn(_holder_pid(path))
             continue
-        except BaseException:
-            os.close(handle)
-            raise
+        _write_holder(path, lock)
+        return lock
+
+
+def release_lock(path: Path, held: Any) -> None:
+    """Let the lock go: its PID file first (a waiter never reads this process as the holder after), then
+    the lock file, while it is still held."""
+    for leftover in (_holder_file(path), path):
         try:
-            if os.stat(path).st_ino == os.fstat(handle).st_ino:
-                _write_holder(path, handle)
-                return handle
-        except FileNotFoundError:
-            pass
-        os.close(handle)
+            leftover.unlink(missing_ok=True)
+        except OSError:
+            pass  # a read-only folder, or Windows, where an open file cannot go: the lock still ends below
+    held.release()
 
 
 class _Wait:
@@ -66,7 +86,7 @@ class _Wait:
         self.stopped_since: float | None = None
 
     def another_turn(self, holder: int | None) -> None:
-        """Sleep before the next try, or raise: the holder stayed stopped, or the time is up."""
+        """Go on waiting, or raise: the holder stayed stopped, or the time is up."""
         if not self.said:
             self.waiting()
             self.said = True
@@ -77,24 +97,29 @@ class _Wait:
                                     f"resume it (`kill -CONT {holder}`) or end it, then try again") from None
         else:
             self.stopped_since = None
-        if time.monotonic() > self.deadline:
+        if time.monotonic() >= self.deadline:
             raise self.timed_out() from None
-        time.sleep(0.1)
 
 
-def _write_holder(path: Path, handle: int) -> None:
-    """The holder's PID, for a waiter's message. Writing it is the first write of a run into the folder: on a
-    full disk it fails, and the file made for the lock goes again before the error is raised."""
+def _holder_file(path: Path) -> Path:
+    return path.with_name(path.name + ".pid")
+
+
+def _write_holder(path: Path, lock: Any) -> None:
+    """The holder's PID, for a waiter's message. On a full disk writing it fails: the lock is let go
+    and nothing of it stays."""
     try:
-        os.ftruncate(handle, 0)
-        os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+        _holder_file(path).write_text(f"{os.getpid()}\n", encoding="ascii")
     except OSError:
-        release_lock(path, handle)
+        release_lock(path, lock)
         raise
 
 
-def _holder_pid(handle: int) -> int | None:
-    text = os.pread(handle, 32, 0).decode("ascii", "replace").strip()
+def _holder_pid(path: Path) -> int | None:
+    try:
+        text = _holder_file(path).read_text(encoding="ascii", errors="replace").strip()
+    except OSError:
+        return None
     return int(text) if text.isdigit() and len(text) < 10 else None
 
 
@@ -105,11 +130,3 @@ def _is_stopped(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[-1].split()[:1] in (["T"], ["t"])
-
-
-def release_lock(path: Path, handle: int) -> None:
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        pass  # a read-only folder after all: the file stays, the lock still ends with the close
-    os.close(handle)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from builder.errors import EnvbuildError
 from builder.image.build import BuildOptions
 from builder.image.pipeline import LockPolicy, build_target_image, ensure_lock
-from builder.image.smoke_run import ContainerOptions, run_in_image
+from builder.image.smoke_run import ContainerOptions, Expected, run_in_image
 from builder.lock.targets import check_targets
 from builder.specs.cuda import cuda_or_cpu
 from builder.specs.target import Target
@@ -130,7 +130,7 @@ def _run_one(row: MatrixRow, target: Target, *, locks, options, container, requi
         image = build_target_image(target, lock_path=lock_path, options=options, echo=echo)
     row.image, row.image_size = image.tags[0], image.size
     with _timed(row, "smoke"):
-        report = run_in_image(row.image, container=container, require_gpus=require_gpus, expect_torch=target.torch,
-                              expect_cuda=row.cuda, timeout=timeout)
+        report = run_in_image(row.image, container=container, require_gpus=require_gpus,
+                              expect=Expected(target.torch, row.cuda), timeout=timeout)
     row.summary, row.checks, row.notes = report.summary, report.checks, report.notes
     row.stage = "done"

@@ -6,10 +6,11 @@ environment, installed from the lock into a prefix -> a Jupyter kernel when the 
 target's image instead and says how to run it.
 
 Environments live in a prefix: `--prefix DIR`, or `--name NAME` under the envs folder
-(`$ENVBUILD_ENVS_DIR`, default `~/.envbuild/envs`). An envbuild environment carries a marker
-(`conda-meta/envbuild-env`, not `*.json`: conda reads every `conda-meta/*.json` as a package record),
-so a second onboarding can tell its own env (replaced, or kept when the lock is unchanged) from a
-folder it must not touch.
+(`$ENVBUILD_ENVS_DIR`, default the user data folder's `envbuild/envs`, from platformdirs:
+`~/.local/share/envbuild/envs` on Linux, or `~/.envbuild/envs` where an earlier envbuild made it).
+An envbuild environment carries a marker (`conda-meta/envbuild-env`, not `*.json`: conda reads every
+`conda-meta/*.json` as a package record), so a second onboarding can tell its own env (replaced, or
+kept when the lock is unchanged) from a folder it must not touch.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 from builder import __version__, envvars, proc
 from builder.engine import EngineUnreachable, docker_client
 from builder.errors import EnvbuildError, UsageError
+from builder.events import Progress, ignore, read_event_line, to_stderr
 from builder.formats.conda_lock import lockfile_sha256
 from builder.gpu_access import GpuAccess, client_gpu_access, docker_run_gpu_flag
 from builder.host.doctor import (
@@ -55,7 +57,7 @@ from builder.specs.model import Feature
 from builder.specs.target import Target
 
 ENVS_DIR_ENV = envvars.ENVS_DIR
-DEFAULT_ENVS_DIR = Path("~/.envbuild/envs")
+LEGACY_ENVS_DIR = Path("~/.envbuild/envs")  # where envbuild put environments before it asked platformdirs
 MARKER = Path("conda-meta") / "envbuild-env"
 MAX_MARKER_BYTES = 64 * 1024  # a few hundred bytes of JSON
 OWN_INSTALLER = "envbuild"
@@ -134,7 +136,27 @@ def host_platform() -> str:
 # --- where the environment goes -----------------------------------------------------------------
 
 def envs_dir() -> Path:
-    return envvars.folder(ENVS_DIR_ENV) or DEFAULT_ENVS_DIR.expanduser()
+    """$ENVBUILD_ENVS_DIR; else ~/.envbuild/envs when an earlier envbuild made it (its environments stay where
+    their kernels and PATH lines point); else this system's user data folder (platformdirs), `envbuild/envs`."""
+    explicit = envvars.folder(ENVS_DIR_ENV)
+    if explicit is not None:
+        return explicit
+    legacy = LEGACY_ENVS_DIR.expanduser()
+    return legacy if legacy.is_dir() else new_envs_dir()
+
+
+def new_envs_dir() -> Path:
+    from platformdirs import user_data_path
+
+    return user_data_path("envbuild", appauthor=False) / "envs"
+
+
+def envs_dir_note() -> str | None:
+    """Why the environments go to ~/.envbuild/envs, when they do; None otherwise."""
+    if envvars.folder(ENVS_DIR_ENV) is not None or envs_dir() != LEGACY_ENVS_DIR.expanduser():
+        return None
+    return (f"environments stay in {envs_dir()}, where an earlier envbuild put them; without that folder they go to "
+            f"{new_envs_dir()} ({ENVS_DIR_ENV} chooses another)")
 
 
 def choose_prefix(target: Target, prefix: Path | None, name: str | None) -> Path:
@@ -223,18 +245,19 @@ def installer_name(tool: Path | None) -> str:
 
 
 def install_environment(lock_path: Path, platform: str, prefix: Path, tool: Path | None,
-                        marker: EnvMarker, timeout: float = INSTALL_TIMEOUT_S) -> None:
+                        marker: EnvMarker, timeout: float = INSTALL_TIMEOUT_S, progress: Progress = ignore) -> None:
     """Install `platform` of the lock into `prefix`; an env already there is replaced only once the
-    new one is complete, and a failed install leaves the prefix as it was."""
+    new one is complete, and a failed install leaves the prefix as it was. `progress` hears envbuild's
+    own installer's steps (micromamba and conda show their own)."""
     try:
-        _install(lock_path, platform, prefix, tool, marker, timeout)
+        _install(lock_path, platform, prefix, tool, marker, timeout, progress)
     except OSError as exc:
         raise EnvbuildError(f"cannot create the environment at {prefix}: {exc.strerror or exc} "
                             f"({exc.filename or prefix}); choose another --prefix") from None
 
 
 def _install(lock_path: Path, platform: str, prefix: Path, tool: Path | None, marker: EnvMarker,
-             timeout: float) -> None:
+             timeout: float, progress: Progress = ignore) -> None:
     prefix.parent.mkdir(parents=True, exist_ok=True)
     recover_interrupted(prefix)
     if tool is None:
@@ -247,7 +270,7 @@ def _install(lock_path: Path, platform: str, prefix: Path, tool: Path | None, ma
             staging, work = owned / "env", owned / "work"
             staging.mkdir()
             work.mkdir()
-            _run_own_installer(lock_path, platform, prefix, staging, work, timeout)
+            _run_own_installer(lock_path, platform, prefix, staging, work, timeout, progress=progress)
             marker.write(staging)
             _swap_in(staging, prefix)
         finally:
@@ -341,16 +364,16 @@ def _swap_in(staging: Path, prefix: Path) -> None:
 
 
 def _run_own_installer(lock_path: Path, platform: str, prefix: Path, staging: Path, work: Path,
-                       timeout: float) -> None:
+                       timeout: float, progress: Progress = ignore) -> None:
     """builder.lock.install in a child process: py-rattler can crash at interpreter exit, and that must
     not take this process's report with it (the child leaves through os._exit). `work` holds its plan
-    and downloads."""
+    and downloads; its steps come back as event lines on its stderr (--progress)."""
     plan = export_platform_plan(lock_path, platform)
     plan_file = work / "plan.json"
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
     command = [sys.executable, "-m", "builder.lock.install", "--plan", str(plan_file), "--prefix", str(prefix),
-               "--staging", str(staging), "--cache-dir", str(work / "cache"), "--timeout", str(timeout)]
-    _run(command, timeout + 60, "envbuild's installer")
+               "--staging", str(staging), "--cache-dir", str(work / "cache"), "--timeout", str(timeout), "--progress"]
+    _run(command, timeout + 60, "envbuild's installer", progress)
 
 
 def tool_command(tool: Path, lock_path: Path, prefix: Path) -> list[str]:
@@ -363,11 +386,15 @@ def _run_tool(tool: Path, lock_path: Path, prefix: Path, timeout: float) -> None
     _run(tool_command(tool, lock_path, prefix), timeout, f"conda-lock install with {tool}")
 
 
-def _run(command: list[str], timeout: float, what: str) -> None:
+def _run(command: list[str], timeout: float, what: str, progress: Progress = ignore) -> None:
     # Its own session, so a timeout, Ctrl-C or envbuild's death stops what it started too
     # (micromamba, pip): nothing may go on writing into the prefix while the old env is put back.
+    def hear(line: str) -> None:
+        event = read_event_line(line.strip())
+        if event is not None:
+            progress(event)
     try:
-        done = proc.run(command, timeout=timeout, what=what)
+        done = proc.run(command, timeout=timeout, what=what, stderr_line=hear)
     except proc.ProcessTimeout as exc:
         raise EnvbuildError(f"{exc}; nothing was changed") from None
     if done.returncode != 0:
@@ -461,6 +488,7 @@ class LocalEnvOptions:
     spec_path: Path | None = None  # the spec: named in the kernel's hint and the next steps
     smoke: bool = True
     force: bool = False  # reinstall even when the environment is from the same lock
+    progress: Progress = ignore  # hears the install's steps (downloads, link, pip, bytecode) and each smoke check
 
 
 @dataclass
@@ -527,7 +555,7 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
         echo(f"installing {target.key} into {prefix} with {installer_name(tool)} ...")
         install_environment(lock_path, platform, prefix, tool,
                             EnvMarker(target.name, target.key, target.torch, cuda_json(target.cuda), digest,
-                                      installer_name(tool)))
+                                      installer_name(tool)), progress=options.progress)
     marker = EnvMarker.read(prefix) if state == "unchanged" else None
     installed_with = marker.installer if marker else installer_name(tool)
     status = {"new": "created", "replace": "replaced"}.get(state, state)
@@ -543,7 +571,7 @@ def onboard_local(choice: TargetChoice, lock_path: Path, prefix: Path, *, platfo
         require = 1 if target.cuda and gpus_here else 0
         result.smoke = run_local(require, target.torch, cuda_or_cpu(target.cuda), timeout=SMOKE_TIMEOUT_S,
                                  python=prefix / "bin" / "python",
-                                 require_compile=Feature.COMPILE in target.spec.features)
+                                 require_compile=Feature.COMPILE in target.spec.features, progress=options.progress)
     result.next_steps = next_steps(result, tool, options.spec_path)
     result.seconds = time.monotonic() - started
     return result
@@ -634,8 +662,11 @@ def onboard(targets: Sequence[Target], *, asked: bool, options: LocalEnvOptions 
     choice, gpus_here = choose_for_this_host(targets, asked, platform)
     echo(f"target {choice.target.key}: {choice.reason}")
     where = choose_prefix(choice.target, options.prefix, options.name)
+    note = envs_dir_note() if options.prefix is None else None
+    if note:
+        echo(f"note: {note}")
     tool = find_installer(options.installer)
-    lock_path = ensure_lock(choice.target, locks)
+    lock_path = ensure_lock(choice.target, locks, options.progress if options.progress is not ignore else to_stderr)
     return onboard_local(choice, lock_path, where, platform=platform, tool=tool, gpus_here=gpus_here,
                          options=options, echo=echo)
 

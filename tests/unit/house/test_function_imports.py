@@ -27,7 +27,7 @@ ONE_PATH_LIBRARIES = {
     "rattler": "rattler", "docker": "docker", "requests": "requests", "urllib3": "urllib3",
     "conda_lock": "conda-lock", "uv": "uv", "rich": "rich", "jupyter_core": "jupyter_core",
     "packaging": "packaging", "pip": "pip's index names", "dockerfile": "the Dockerfile parser",
-    "tomlkit": "tomlkit", "platformdirs": "platformdirs", "pydantic": "pydantic",
+    "tomlkit": "tomlkit", "platformdirs": "platformdirs", "pydantic": "pydantic", "filelock": "filelock",
 }
 
 

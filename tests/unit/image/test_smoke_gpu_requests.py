@@ -92,6 +92,12 @@ class ReplayedContainer:
     def remove(self, force: bool) -> None:
         self.engine.removed += 1
 
+    def logs(self, stream: bool, follow: bool, stdout: bool, stderr: bool):
+        """The suite's stderr as the engine streams it: chunks that cut lines anywhere."""
+        assert (stream, follow, stdout, stderr) == (True, True, False, True)
+        text = "".join(self.engine.said).encode()
+        return iter([text[i:i + 7] for i in range(0, len(text), 7)])
+
 
 class NoStaleContainers:
     def containers(self, all: bool, filters: dict) -> list:  # the SDK's keyword
@@ -104,6 +110,8 @@ class ReplayedEngine:
     def __init__(self, case: dict, refusal: APIError | None) -> None:
         self.case, self.refusal = case, refusal
         self.created: list[list | None] = []
+        self.environments: list[dict | None] = []
+        self.said: list[str] = []  # what the suite in its containers writes on stderr
         self.removed = 0
         self.api = NoStaleContainers()
         self.containers = self  # client.containers.create
@@ -116,6 +124,7 @@ class ReplayedEngine:
 
     def create(self, image: str, **options) -> ReplayedContainer:
         self.created.append(options["device_requests"])
+        self.environments.append(options.get("environment"))
         return ReplayedContainer(self, self.refusal if options["device_requests"] else None)
 
 
@@ -156,3 +165,22 @@ def test_a_cpu_run_does_not_ask_the_engine_about_gpus() -> None:
     engine = ReplayedEngine({"version": None, "info": None}, None)
     run = run_in_image("pytorch:2.14.1-cpu", client=engine)
     assert engine.created == [None] and run.notes == [] and engine.removed == 1
+
+
+def test_a_watched_run_hears_each_check_from_the_containers_stderr_before_it_returns() -> None:
+    from builder.events import LINE_PREFIX, Event
+
+    engine = ReplayedEngine({"version": None, "info": None}, None)
+    engine.said = [
+        "Traceback noise the suite did not write as an event\n",
+        LINE_PREFIX + json.dumps({"subject": "env.import_torch", "state": "start", "text": "importing torch"}) + "\n",
+        LINE_PREFIX + json.dumps({"subject": "env.import_torch", "state": "done", "text": "passed in 1.0 s"}) + "\n",
+    ]
+    heard: list[Event] = []
+    run_in_image("pytorch:2.14.1-cpu", client=engine, progress=heard.append)
+    assert engine.environments == [{"ENVBUILD_PROGRESS": "1"}]
+    assert heard == [Event("env.import_torch", "start", "importing torch"),
+                     Event("env.import_torch", "done", "passed in 1.0 s")]
+    quiet = ReplayedEngine({"version": None, "info": None}, None)
+    run_in_image("pytorch:2.14.1-cpu", client=quiet)
+    assert quiet.environments == [None]  # nobody listens: the suite is not asked, its logs not followed

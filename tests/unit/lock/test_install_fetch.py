@@ -162,3 +162,12 @@ def test_a_refused_connection_is_one_line(tmp_path: Path) -> None:
     listener.close()  # nothing listens there now
     with pytest.raises(InstallError, match="cannot download .*refused"):
         install._download(f"http://127.0.0.1:{port}/linux-64/a-1-0.conda", tmp_path / "a", time.monotonic() + 60, "a")
+
+
+def test_a_resumed_download_counts_each_byte_once(flaky_server: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(install, "_RETRY_PAUSE_S", 0.0)
+    moved: list[int] = []
+    install._download(f"{flaky_server}/linux-64/a-1-0.conda", tmp_path / "a.conda", time.monotonic() + 60, "a",
+                      moved=moved.append)
+    assert sum(moved) == len(PAYLOAD) and all(step > 0 for step in moved)

@@ -272,7 +272,7 @@ def test_onboard_stages_the_env_and_its_downloads_in_one_owned_folder(tmp_path: 
 
     seen: dict[str, Path] = {}
 
-    def installer(lock_path, platform, prefix, staging, work, timeout) -> None:
+    def installer(lock_path, platform, prefix, staging, work, timeout, progress=None) -> None:
         seen.update(staging=staging, work=work)
         (staging / "bin").mkdir()
         (work / "cache").mkdir()

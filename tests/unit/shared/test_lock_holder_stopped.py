@@ -20,7 +20,7 @@ HOLDER = """
 import sys, time
 from pathlib import Path
 from builder.safe_io.locks import acquire_lock
-acquire_lock(Path(sys.argv[1]), 5, lambda: None, lambda: RuntimeError("timeout"))
+held = acquire_lock(Path(sys.argv[1]), 5, lambda: None, lambda: RuntimeError("timeout"))  # held while referenced
 print("held", flush=True)
 time.sleep(120)
 """
@@ -79,3 +79,22 @@ def test_a_lock_that_cannot_write_its_holder_leaves_no_file(tmp_path: Path) -> N
                           timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.stdout.startswith("refused"), done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stopped_holder_is_named_within_a_couple_of_seconds_not_after_the_timeout(tmp_path: Path) -> None:
+    path = tmp_path / ".lock"
+    child = _holder(path)
+    said: list[str] = []
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(EnvbuildError) as raised:
+            acquire_lock(path, 600, lambda: said.append("waiting"), lambda: RuntimeError("waited the whole 600 s"))
+        took = time.monotonic() - started
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+        child.kill()
+        child.wait()
+    assert took < 3, f"{took:.1f} s before the stopped holder was named"
+    assert said == ["waiting"] and str(raised.value).count("\n") == 0
+    assert f"PID {child.pid}" in str(raised.value) and f"kill -CONT {child.pid}" in str(raised.value)

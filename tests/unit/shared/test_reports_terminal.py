@@ -63,3 +63,38 @@ def test_a_terminal_gets_colour_unless_no_color(no_color: str | None, coloured: 
                            timeout=120, check=False, env=env).stdout
     assert "ada-l4" in shown
     assert ("\x1b[32mruns" in shown) is coloured
+
+
+def _in_pty(args: list[str], env: dict[str, str]) -> str:
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: envbuild with the pty as its terminal
+        os.chdir(REPO)
+        os.execve(sys.executable, [sys.executable, "-m", "builder", *args], env)
+    out = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 60)
+        try:
+            data = os.read(fd, 65536) if ready else b""
+        except OSError:  # the child closed the terminal
+            data = b""
+        if not data:
+            break
+        out += data
+    os.waitpid(pid, 0)
+    os.close(fd)
+    return out.decode(errors="replace")
+
+
+@pytest.mark.parametrize(("extra", "coloured"), [({}, True), ({"NO_COLOR": "1"}, False), ({"CI": "true"}, False)])
+def test_a_findings_severity_is_coloured_on_a_terminal_only(extra: dict[str, str], coloured: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "CI", "FORCE_COLOR")}
+    env.update(PYTHONPATH=str(REPO), TERM="xterm-256color", **extra)
+    shown = _in_pty(["lint", "envs/pytorch.yaml"], env)
+    assert "lint.images.unpinned" in shown
+    assert ("\x1b[36minfo\x1b[0m: lint.images.unpinned" in shown) is coloured
+    assert ("\x1b[" in shown) is coloured
+    piped = _envbuild(["lint", "envs/pytorch.yaml"])
+    assert "envs/pytorch.yaml: info: lint.images.unpinned" in piped and "\x1b" not in piped

@@ -304,7 +304,7 @@ def test_the_lock_serialises_and_leaves_no_file(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert overlap == [False, False, False]
-    assert not path.exists()
+    assert list(tmp_path.iterdir()) == []  # neither the lock file nor its holder's PID
 
 
 def test_a_lock_held_too_long_times_out(tmp_path: Path) -> None:
@@ -315,3 +315,27 @@ def test_a_lock_held_too_long_times_out(tmp_path: Path) -> None:
             with exclusive_lock(path, 0.3, lambda: waited.append(True), lambda: EnvbuildError("held")):
                 pass
     assert waited == [True]
+
+
+def test_processes_racing_for_a_lock_whose_file_goes_with_each_holder_never_overlap(tmp_path: Path) -> None:
+    """The last holder removes the lock file; a waiter that opened the removed file must not hold it beside the
+    one who locks the new file (filelock drops a lock on a file without a name)."""
+    import subprocess
+    import sys
+
+    racer = (
+        "import os, sys, time\nfrom pathlib import Path\nfrom builder.safe_io.locks import exclusive_lock\n"
+        "for _ in range(40):\n"
+        "    with exclusive_lock(Path(sys.argv[1]), 60, lambda: None, lambda: RuntimeError('timed out')):\n"
+        "        marker = Path(sys.argv[2])\n"
+        "        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # FileExistsError: two inside at once\n"
+        "        time.sleep(0.002)\n"
+        "        os.close(fd)\n"
+        "        marker.unlink()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    racers = [subprocess.Popen([sys.executable, "-c", racer, str(tmp_path / "race.lock"), str(tmp_path / "inside")],
+                               env=env, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    errors = [racer.communicate(timeout=120)[1] for racer in racers]
+    assert [racer.returncode for racer in racers] == [0, 0, 0, 0], errors
+    assert list(tmp_path.iterdir()) == []

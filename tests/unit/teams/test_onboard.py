@@ -21,6 +21,7 @@ from builder.teams.onboard import (
     choose_prefix,
     choose_target,
     docker_run_line,
+    envs_dir_note,
     install_environment,
     kernels_dir,
     prefix_status,
@@ -98,12 +99,29 @@ def test_prefix_from_name_under_the_envs_folder(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("ENVBUILD_ENVS_DIR", str(tmp_path / "envs"))
     assert choose_prefix(cpu, None, "team") == tmp_path / "envs" / "team"
     assert choose_prefix(cpu, None, None) == tmp_path / "envs" / "pytorch-cpu"
-    monkeypatch.delenv("ENVBUILD_ENVS_DIR")
-    assert choose_prefix(cpu, None, None) == Path.home() / ".envbuild" / "envs" / "pytorch-cpu"
     with pytest.raises(UsageError, match="not both"):
         choose_prefix(cpu, tmp_path, "team")
     with pytest.raises(UsageError, match="a plain folder name"):
         choose_prefix(cpu, None, "../up")
+
+
+@unit
+def test_the_envs_folder_is_the_user_data_folders_unless_an_earlier_envbuild_made_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    [cpu] = targets("cpu")
+    monkeypatch.delenv("ENVBUILD_ENVS_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    if sys.platform.startswith("linux"):
+        assert choose_prefix(cpu, None, None) == tmp_path / "data" / "envbuild" / "envs" / "pytorch-cpu"
+    assert envs_dir_note() is None
+    legacy = tmp_path / "home" / ".envbuild" / "envs"
+    legacy.mkdir(parents=True)
+    assert choose_prefix(cpu, None, "team") == legacy / "team"
+    note = envs_dir_note()
+    assert note is not None and str(legacy) in note and "envbuild/envs" in note and "ENVBUILD_ENVS_DIR" in note
+    monkeypatch.setenv("ENVBUILD_ENVS_DIR", str(tmp_path / "mine"))
+    assert choose_prefix(cpu, None, "team") == tmp_path / "mine" / "team" and envs_dir_note() is None
 
 
 @unit
