@@ -51,13 +51,14 @@ from builder.proc import (
     owned_name,
     remove_stale_folders,
 )
-from builder.safe_io.locks import acquire_lock, lock_file, release_lock
+from builder.safe_io.locks import acquire_lock, release_lock
 from builder.safe_io.reading import read_bounded
 from builder.safe_io.writing import sync_file, write_destination
 from builder.specs.cuda import cuda_json
 from builder.specs.target import Target
 
 INFO_FILE = "envbuild-lock.json"
+GUARD_FILE = ".envbuild-lock.lock"
 MAX_INFO_BYTES = 1024 * 1024  # an info file is a few kB
 SCRATCH_PREFIX = "envbuild-lock"
 STAGED_PREFIX = ".envbuild-staged"
@@ -202,12 +203,14 @@ def summarize(lock: CondaLock) -> tuple[dict[str, str], dict[str, int]]:
 def env_file_lock(folder: Path, timeout: float) -> Iterator[None]:
     """One `envbuild lock` per env at a time; a second one waits, then sees the first one's work.
 
-    The guard is a file lock in the temporary folder, one per env folder, and folders this run had to
+    The guard is a file lock in the env folder itself, so every process that writes this folder meets it
+    (another container or host sharing the folder, a path spelled through a link), and a folder it cannot
+    write is told before any solve. The guard goes away with its last holder, and folders this run had to
     create go when nothing was written into them: a lock run leaves only locks in the user's folder."""
     created = _missing_ancestors(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        guard = lock_file("lock", str(folder.resolve()))
+        guard = folder / GUARD_FILE
         handle = _acquire_guard(guard, folder, timeout)
     except OSError as exc:
         _remove_empty(created)

@@ -1,8 +1,9 @@
 """An exclusive lock between envbuild processes: filelock's file lock, with a word while it waits, a timeout,
 and a holder that was stopped (Ctrl-Z, SIGSTOP) named by its PID instead of waited for.
 
-The lock files live in the temporary folder (`lock_file`), never in a user's folder, and the last holder
-removes its file before it lets go, so nothing stays behind. That is safe with filelock >= 3.32: a waiter
+A lock without a folder of its own (an engine's tags) takes its file in the temporary folder (`lock_file`);
+`envbuild lock` keeps its guard in the env folder it writes, which every writer of that folder meets. The last
+holder removes its file before it lets go, so nothing stays behind. That is safe with filelock >= 3.32: a waiter
 that opened the removed file and then gets its lock sees it has no name any more (st_nlink 0) and tries the
 new one. The holder's PID goes into a file beside the lock (filelock empties the lock file itself), written
 once the lock is held and removed before it is let go.
