@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from xml.etree import ElementTree
 
-from builder.safe_io.writing import write_file
+from builder.safe_io.writing import check_output, write_output
 from builder.yamlio import load_data
 
 if TYPE_CHECKING:  # rich takes a tenth of a second to import; --json output never needs it
@@ -129,8 +129,22 @@ def report_schema(report: str) -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
-def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None:
-    """cases: dicts with name, status (passed|failed|skipped), reason, seconds, classname."""
+JUNIT_MARK = b'<testsuite name="envbuild.'
+
+
+def is_envbuild_junit(head: bytes) -> bool:
+    """Whether a file's first bytes are a JUnit report envbuild wrote (its suites are named envbuild.*)."""
+    return JUNIT_MARK in head
+
+
+def check_junit_path(path: Path, force: bool = False) -> None:
+    """Whether --junit may write `path`, asked before the run (write_junit's rules)."""
+    check_output(path, force=force, owned=is_envbuild_junit, what="the JUnit report")
+
+
+def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]], force: bool = False) -> None:
+    """cases: dicts with name, status (passed|failed|skipped), reason, seconds, classname. An earlier report
+    of envbuild's is replaced; any other file only with `force`, never through a symbolic link."""
     cases = list(cases)
     root = ElementTree.Element(
         "testsuite",
@@ -152,8 +166,8 @@ def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None
     # Whole or not at all (a full disk must not leave a 0-byte report that CI reads as "no tests"), and
     # only into a regular file or a new path: never renamed over /dev/stdout, a device or a FIFO.
     document = ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)
-    write_file(path, document, overwrite=True, what="the JUnit report",
-               fix="the results above stand; free disk space or give --junit a writable path")
+    write_output(path, document, force=force, owned=is_envbuild_junit, what="the JUnit report",
+                 fix="the results above stand; free disk space or give --junit a writable path")
 
 
 def human_size(size: int | None) -> str:
