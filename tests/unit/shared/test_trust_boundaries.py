@@ -137,3 +137,28 @@ def test_a_spec_description_or_label_value_with_a_line_or_bidi_character_is_refu
     with pytest.raises(EnvbuildError):
         parse_spec({**BASE, "labels": {"team": f"a{character}b"}}, "envs/vision.yaml")
     assert parse_spec({**BASE, "description": "café, 日本"}, "envs/vision.yaml").description == "café, 日本"
+
+
+@pytest.mark.parametrize(("channels", "mirrors"), [
+    (("https://mirror.example/conda-forge\u2028evil: 1",), ()),
+    (("https://mirror.example/conda forge",), ()),
+    (("conda-forge\x1b]52;c;eA==\x07",), ()),
+    (("ftp://mirror.example/conda-forge",), ()),
+    ((), ("conda-forge=https://mirror.example/x\u0085y",)),
+    ((), ("conda forge=https://mirror.example/x",)),
+    ((), ("conda-forge=https://mirror.example/x\ty",)),
+])
+def test_a_channel_or_mirror_that_is_no_channel_is_refused_before_it_is_rendered(channels, mirrors) -> None:
+    from builder.specs.target import Sources
+
+    with pytest.raises(UsageError, match="--channel|--mirror") as refused:
+        Sources.parse(channels, mirrors)
+    assert unsafe_characters(refused.value.message) == []
+
+
+def test_channel_names_and_urls_pass() -> None:
+    from builder.specs.target import Sources
+
+    parsed = Sources.parse(("conda-forge", "http://127.0.0.1:8765/conda/conda-forge"),
+                           ("conda-forge=file:///srv/channels/conda-forge",))
+    assert parsed.apply(("nvidia",)) == ("file:///srv/channels/conda-forge", "http://127.0.0.1:8765/conda/conda-forge")
