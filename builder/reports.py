@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from xml.etree import ElementTree
 
+from builder.safe_io.text import terminal_line
 from builder.safe_io.writing import check_output, write_output
 from builder.yamlio import load_data
 
@@ -37,9 +38,10 @@ def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]
     from rich.table import Table
     from rich.text import Text
 
-    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
+    # cells quote files and logs: an escape sequence (OSC 52 writes the clipboard) is dropped, not printed
+    cells = [[terminal_line("" if cell is None else str(cell)) for cell in row] for row in rows]
     out = console()
-    table = Table(title=title, title_justify="left", show_lines=False)
+    table = Table(title=terminal_line(title), title_justify="left", show_lines=False)
     for column, width in zip(columns, column_widths(columns, cells, out.width), strict=True):
         table.add_column(column, overflow="fold", width=width)
     for row in cells:

@@ -38,6 +38,7 @@ from builder.cli.options import (
     sources_options,
 )
 from builder.errors import EnvbuildError, UsageError
+from builder.safe_io.text import terminal_line
 from builder.specs.cuda import TargetId
 from builder.specs.model import load_spec
 from builder.specs.target import Sources, resolve_targets, target_summary
@@ -115,7 +116,7 @@ def targets(spec: Path, as_json: bool) -> None:
          for r in rows],
     )
     for warning in dict.fromkeys([*(w for t in resolved for w in t.warnings), *fleet]):
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(terminal_line(f"warning: {warning}"), err=True)
 
 
 @cli.command()
@@ -149,8 +150,8 @@ def lint(path: Path | None, list_rules: bool, only: tuple[str, ...], allow_outsi
 
 def _print_findings(path: Path, findings: list) -> None:
     for finding in findings:
-        click.echo(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
-                   + (f" (fix: {finding.fix})" if finding.fix else ""))
+        click.echo(terminal_line(f"{path}: {finding.severity}: {finding.rule}: {finding.message}"
+                                 + (f" (fix: {finding.fix})" if finding.fix else "")))
     if not findings:
         click.echo(f"{path}: no findings")
 
@@ -353,7 +354,7 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
         reports.print_json("smoke", report.as_dict())
     else:
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(terminal_line(f"note: {note}"), err=True)
         reports.print_table(title, report.TABLE_COLUMNS, report.table_rows())
         click.echo(report.summary_line())
     if flags.junit:  # after the results are out: a report that cannot be written does not hide them
@@ -531,7 +532,7 @@ def init(source: Path | None, name: str | None, out: Path | None, force: bool, u
         unmapped = result.unmapped
         click.echo(f"{len(unmapped)} line(s) could not be mapped" + (": see the table" if unmapped else ""))
         for finding in findings:
-            click.echo(f"{result.path}: {finding.severity}: {finding.rule}: {finding.message}")
+            click.echo(terminal_line(f"{result.path}: {finding.severity}: {finding.rule}: {finding.message}"))
         click.echo(f"next: envbuild targets {result.path}; envbuild lock {result.path}")
     if any(f.is_error for f in findings):
         raise SystemExit(1)
@@ -561,7 +562,7 @@ def export(fmt: str, spec: Path, out: Path | None, pip_index: str | None, force:
     reports.print_table(f"{written.path}: one {kind} per target", ["target", kind],
                         [list(pair) for pair in written.names])
     for note in written.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(terminal_line(f"note: {note}"), err=True)
 
 
 @cli.command("summary")
@@ -641,7 +642,7 @@ def _ci_k8s(env_spec, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
     reports.print_table(f"{manifests.path}: jobs", ["job", "target", "GPU product", "image"], [
         [job.name, job.target, job.gpu_product or "(any)", job.image] for job in manifests.jobs])
     for note in manifests.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(terminal_line(f"note: {note}"), err=True)
 
 
 def _print_pipeline(pipeline, provider: str, env_name: str, spec: Path) -> None:
@@ -750,7 +751,7 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
 
 
 def _echo_err(line: str) -> None:
-    click.echo(line, err=True)
+    click.echo(terminal_line(line), err=True)
 
 
 def _check_onboard_flags(wants_image: bool, local_env: LocalEnvFlags, image_path: ImagePathFlags) -> None:
@@ -886,7 +887,7 @@ def run_cli(args: list[str]) -> int:
         try:
             stdout.flush()  # what is still buffered: a full disk or a closed stdout says so here
         except OutputError as error:
-            click.echo(fit_error_line(f"Error: {error.message}"), err=True)
+            click.echo(fit_error_line(terminal_line(f"Error: {error.message}")), err=True)
             return error.exit_code
         return code
 
@@ -896,7 +897,7 @@ def _say_error(message: str) -> None:
     from builder.safe_io.stdout import settle_stdout
 
     settle_stdout()
-    click.echo(fit_error_line(f"Error: {message}"), err=True)
+    click.echo(fit_error_line(terminal_line(f"Error: {message}")), err=True)
 
 
 def fit_error_line(text: str, limit: int = ERROR_LINE_LIMIT) -> str:
@@ -927,6 +928,7 @@ def _run_command(args: list[str]) -> int:
         _say_error(f"interrupted ({name}); unfinished work was undone, run the command again")
         return 128 + signal.signum if signal else 130
     except click.ClickException as exc:
+        exc.message = terminal_line(exc.message)  # click quotes the value given: its escapes are dropped
         exc.show()
         return exc.exit_code
     except SystemExit as exc:
