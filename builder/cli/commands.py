@@ -928,8 +928,11 @@ def _run_command(args: list[str]) -> int:
         _say_error(f"interrupted ({name}); unfinished work was undone, run the command again")
         return 128 + signal.signum if signal else 130
     except click.ClickException as exc:
-        exc.message = terminal_line(exc.message)  # click quotes the value given: its escapes are dropped
-        exc.show()
+        import io
+
+        shown = io.StringIO()
+        exc.show(file=shown)
+        click.echo(terminal_line(shown.getvalue()), err=True, nl=False)  # click quotes the value given: no escapes
         return exc.exit_code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -4,7 +4,6 @@ table, a string for a list) is one line naming the key, never an internal error.
 from __future__ import annotations
 
 import copy
-import tomllib
 from typing import Any
 
 import pytest
@@ -14,42 +13,18 @@ from builder.init.pixi_manifest import read_pixi_manifest_data
 
 pytestmark = pytest.mark.unit
 
-MANIFEST = tomllib.loads("""
-[workspace]
-name = "vision"
-channels = ["conda-forge"]
-platforms = ["linux-64"]
-
-[system-requirements]
-cuda = "12.0"
-
-[dependencies]
-python = "3.11.*"
-pytorch-gpu = ">=2.7"
-
-[pypi-dependencies]
-numpy = "*"
-
-[pypi-options]
-index-url = "https://pypi.org/simple"
-extra-index-urls = ["https://download.pytorch.org/whl/cu126"]
-
-[target.linux-64.dependencies]
-cuda-version = "12.6"
-
-[feature.cuda]
-platforms = ["linux-64"]
-channels = ["conda-forge"]
-
-[feature.cuda.dependencies]
-cuda-version = "12.6"
-
-[feature.cuda.system-requirements]
-cuda = "12"
-
-[environments]
-cuda = ["cuda"]
-""")
+MANIFEST: dict[str, Any] = {
+    "workspace": {"name": "vision", "channels": ["conda-forge"], "platforms": ["linux-64"]},
+    "system-requirements": {"cuda": "12.0"},
+    "dependencies": {"python": "3.11.*", "pytorch-gpu": ">=2.7"},
+    "pypi-dependencies": {"numpy": "*"},
+    "pypi-options": {"index-url": "https://pypi.org/simple",
+                     "extra-index-urls": ["https://download.pytorch.org/whl/cu126"]},
+    "target": {"linux-64": {"dependencies": {"cuda-version": "12.6"}}},
+    "feature": {"cuda": {"platforms": ["linux-64"], "channels": ["conda-forge"],
+                         "dependencies": {"cuda-version": "12.6"}, "system-requirements": {"cuda": "12"}}},
+    "environments": {"cuda": ["cuda"]},
+}
 
 
 def _paths(node: Any, path: tuple = ()) -> list[tuple]:
