@@ -158,14 +158,27 @@ def output_destination(path: Path, what: str = "") -> os.stat_result | None:
     except OSError as exc:
         raise WriteError(path, what, exc.strerror or str(exc), "check the path and its permissions") from None
     if stat.S_ISLNK(info.st_mode):
-        raise UsageError(f"{path} is a symbolic link (to {os.readlink(path)}); envbuild writes{_named(what)} only to "
-                         "a regular file or a new path, never through a link: give the file's own path")
+        raise UsageError(f"{path} is {_link_words(path)}; envbuild writes{_named(what)} only to a regular file or a "
+                         "new path, never through a symbolic link: give the file's own path")
     if stat.S_ISDIR(info.st_mode):
         raise UsageError(f"{path} is a folder; give a file name")
     if not stat.S_ISREG(info.st_mode):
         raise UsageError(f"{path} is {kind_of(info.st_mode)}, not a regular file; envbuild writes{_named(what)} "
                          "only to a regular file or a new path, never into a device, FIFO or socket: give a file path")
     return info
+
+
+def _link_words(path: Path) -> str:
+    """What the symbolic link at `path` is, in words: a loop, or a link to what (and what that is)."""
+    target = os.readlink(path)
+    try:
+        leads_to = kind_of(os.stat(path).st_mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop (a link that leads back to itself)"
+        leads_to = "which does not exist" if exc.errno == errno.ENOENT else "which cannot be read"
+        return f"a symbolic link to {target}, {leads_to}"
+    return f"a symbolic link to {target} ({leads_to})"
 
 
 def _head(path: Path) -> bytes:
