@@ -76,7 +76,7 @@ class EnvironmentEntry:
     platforms: list[Platform] = field(default_factory=list)
 
 
-TOML_TYPES = {"table": dict, "list": list, "string": str}
+TOML_TYPES: dict[str, type | tuple[type, ...]] = {"table": dict, "list": list, "string": str, "number": (int, float)}
 TYPE_WORDS = {dict: "a table", list: "a list", str: "a string", bool: "true/false", int: "a number", float: "a number"}
 
 
@@ -103,7 +103,8 @@ def wrong_type(data: dict[str, Any]) -> str | None:
     pixi's schema gives it), or None."""
     for path, types in manifest_types().items():
         for name, value in _values_at(data, path):
-            if not any(isinstance(value, TOML_TYPES[kind]) for kind in types):
+            # bool is an int to Python; TOML's true/false is no number
+            if isinstance(value, bool) or not any(isinstance(value, TOML_TYPES[kind]) for kind in types):
                 found = TYPE_WORDS.get(type(value), type(value).__name__)
                 wanted = " or ".join(f"a {kind}" for kind in types)
                 return f"{name} is {found} where pixi's manifest has {wanted} (pixi refuses the file too); fix it"
