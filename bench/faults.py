@@ -1,6 +1,8 @@
 """`make bench-faults`: the fault catalogue end to end, then kill -9 trials of lock, image and smoke.
 
     faults: cases=N clean=N tracebacks=0 left_behind=0 lost=0
+      data-loss: clean=N/N
+      ...          (one line per boundary class of tests/faults/harness.py's BOUNDARIES)
     kill -9 lock: trials=20 old=.. new=.. torn=0 processes_left=0 scratch_left=0
     kill -9 image: trials=N containers_left=0 tags_left=0 folders_left_after_next_run=0
     kill -9 smoke: trials=N containers_left_after_next_run=0
@@ -25,7 +27,15 @@ import time
 from pathlib import Path
 
 from tests.faults.cases import CASES, lock_world
-from tests.faults.harness import BUILDER_BASE, RUNTIME_BASE, Unsupported, Workspace, processes_with_tmpdir, run_case
+from tests.faults.harness import (
+    BOUNDARIES,
+    BUILDER_BASE,
+    RUNTIME_BASE,
+    Unsupported,
+    Workspace,
+    processes_with_tmpdir,
+    run_case,
+)
 
 WORLD = bool(os.environ.get("ENVBUILD_TEST_WORLD"))
 
@@ -33,6 +43,7 @@ WORLD = bool(os.environ.get("ENVBUILD_TEST_WORLD"))
 def catalogue(root: Path) -> None:
     counts = {"cases": 0, "clean": 0, "tracebacks": 0, "left_behind": 0, "lost": 0}
     skipped, pending, dirty = 0, 0, []
+    classes = {boundary: [0, 0] for boundary in BOUNDARIES}  # boundary -> [clean, run]
     for index, case in enumerate(CASES):
         if case.needs != "unit" and not WORLD:
             skipped += 1
@@ -47,6 +58,8 @@ def catalogue(root: Path) -> None:
             continue
         counts["cases"] += 1
         counts["clean"] += outcome.clean
+        classes[case.boundary][0] += outcome.clean
+        classes[case.boundary][1] += 1
         counts["tracebacks"] += outcome.traceback
         counts["left_behind"] += bool(outcome.left_behind)
         counts["lost"] += bool(outcome.lost)
@@ -54,6 +67,8 @@ def catalogue(root: Path) -> None:
             dirty.append(outcome.report())
     print("faults: " + " ".join(f"{key}={value}" for key, value in counts.items())
           + f" (skipped={skipped} pending={pending})", flush=True)
+    for boundary, (clean, run) in classes.items():
+        print(f"  {boundary}: clean={clean}/{run}", flush=True)
     for report in dirty:
         print("  " + report[:1500], flush=True)
 

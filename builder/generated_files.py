@@ -16,7 +16,7 @@ from pathlib import Path
 
 from builder import __version__
 from builder.errors import EnvbuildError, UsageError
-from builder.safe_io.writing import write_file
+from builder.safe_io.writing import write_output
 
 
 def _umask() -> int:
@@ -25,10 +25,12 @@ def _umask() -> int:
     return current
 
 
-def write_new_file(path: Path, text: str, force: bool = False) -> None:
-    """Write `text` to `path` whole or not at all; an existing file is replaced only with `force`,
-    and only when it is a regular file (builder.safe_io.write_file)."""
-    write_file(path, text, overwrite=force)
+def write_new_file(path: Path, text: str, force: bool = False, owned: Callable[[bytes], bool] | None = None,
+                   what: str = "") -> None:
+    """Write `text` to `path` whole or not at all, never through a symbolic link; an existing file is replaced
+    only when `owned` says envbuild wrote it, or with `force` when it is a regular file
+    (builder.safe_io.write_output)."""
+    write_output(path, text, force=force, owned=owned, what=what)
 
 
 OWNED_MANIFEST = ".envbuild-written.json"

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from xml.etree import ElementTree
 
-from builder.safe_io.writing import write_file
+from builder.safe_io.text import terminal_line
+from builder.safe_io.writing import check_output, write_output
 from builder.yamlio import load_data
 
 if TYPE_CHECKING:  # rich takes a tenth of a second to import; --json output never needs it
@@ -39,9 +40,10 @@ def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]
     from rich.table import Table
     from rich.text import Text
 
-    cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
+    # cells quote files and logs: an escape sequence (OSC 52 writes the clipboard) is dropped, not printed
+    cells = [[terminal_line("" if cell is None else str(cell)) for cell in row] for row in rows]
     out = console()
-    table = Table(title=title, title_justify="left", show_lines=False)
+    table = Table(title=terminal_line(title), title_justify="left", show_lines=False)
     for column, width in zip(columns, column_widths(columns, cells, out.width), strict=True):
         table.add_column(column, overflow="fold", width=width)
     for row in cells:
@@ -87,10 +89,11 @@ def cell_style(cell: str) -> str:
 def print_marked(head: str, mark: str, rest: str, stderr: bool = False) -> None:
     """One line, `head` + `mark` + `rest`, where `mark` is a severity or a verdict (`warning`, `error`,
     `runs`): coloured on a terminal as in tables (cell_style), plain in a pipe, under CI=true and NO_COLOR.
-    Never wrapped: a log line stays one line."""
+    Never wrapped: a log line stays one line. What it quotes of files and logs loses its escape sequences."""
     from rich.text import Text
 
-    console(stderr).print(Text.assemble(head, (mark, cell_style(mark)), rest), soft_wrap=True)
+    console(stderr).print(Text.assemble(terminal_line(head), (mark, cell_style(mark)), terminal_line(rest)),
+                          soft_wrap=True)
 
 
 @lru_cache(maxsize=1)
@@ -140,8 +143,22 @@ def report_schema(report: str) -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
-def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None:
-    """cases: dicts with name, status (passed|failed|skipped), reason, seconds, classname."""
+JUNIT_MARK = b'<testsuite name="envbuild.'
+
+
+def is_envbuild_junit(head: bytes) -> bool:
+    """Whether a file's first bytes are a JUnit report envbuild wrote (its suites are named envbuild.*)."""
+    return JUNIT_MARK in head
+
+
+def check_junit_path(path: Path, force: bool = False) -> None:
+    """Whether --junit may write `path`, asked before the run (write_junit's rules)."""
+    check_output(path, force=force, owned=is_envbuild_junit, what="the JUnit report")
+
+
+def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]], force: bool = False) -> None:
+    """cases: dicts with name, status (passed|failed|skipped), reason, seconds, classname. An earlier report
+    of envbuild's is replaced; any other file only with `force`, never through a symbolic link."""
     cases = list(cases)
     root = ElementTree.Element(
         "testsuite",
@@ -163,8 +180,8 @@ def write_junit(path: Path, suite: str, cases: Iterable[dict[str, Any]]) -> None
     # Whole or not at all (a full disk must not leave a 0-byte report that CI reads as "no tests"), and
     # only into a regular file or a new path: never renamed over /dev/stdout, a device or a FIFO.
     document = ElementTree.tostring(root, encoding="utf-8", xml_declaration=True)
-    write_file(path, document, overwrite=True, what="the JUnit report",
-               fix="the results above stand; free disk space or give --junit a writable path")
+    write_output(path, document, force=force, owned=is_envbuild_junit, what="the JUnit report",
+                 fix="the results above stand; free disk space or give --junit a writable path")
 
 
 def human_size(size: int | None) -> str:

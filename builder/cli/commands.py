@@ -39,6 +39,7 @@ from builder.cli.options import (
     sources_options,
 )
 from builder.errors import EnvbuildError, UsageError
+from builder.safe_io.text import terminal_line
 from builder.specs.cuda import TargetId
 from builder.specs.model import load_spec
 from builder.specs.target import Sources, resolve_targets, target_summary
@@ -360,11 +361,11 @@ def smoke(image_name: str | None, local: bool, expect_torch: str | None, expect_
         reports.print_json("smoke", report.as_dict())
     else:
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(terminal_line(f"note: {note}"), err=True)
         reports.print_table(title, report.TABLE_COLUMNS, report.table_rows())
         click.echo(report.summary_line())
     if flags.junit:  # after the results are out: a report that cannot be written does not hide them
-        reports.write_junit(flags.junit, "envbuild.smoke", report.checks)
+        reports.write_junit(flags.junit, "envbuild.smoke", report.checks, force=flags.junit_force)
     if report.failed:
         raise SystemExit(1)
 
@@ -383,11 +384,12 @@ def _check_smoke_subject(image_name: str | None, local: bool, pull: bool) -> Non
 @click.argument("spec", required=False, type=InputFile())
 @click.option("--save", "save_to", type=OutputFile(),
               help="Also record this host (driver, GPUs, capabilities) in FILE for a spec's `fleet:` or --fleet.")
+@click.option("--force", is_flag=True, help="Let --save replace a regular file that is not a host file.")
 @click.option("--fleet", "fleet_files", multiple=True, type=InputFile(dir_okay=True),
               metavar="FILE|DIR", help="Judge SPEC's targets on these recorded hosts (and the spec's `fleet:`) "
                                        "instead of this host; repeatable. Exit 1 when no target runs on one.")
 @JSON
-def doctor(spec: Path | None, save_to: Path | None, fleet_files: tuple[Path, ...], as_json: bool) -> None:
+def doctor(spec: Path | None, save_to: Path | None, force: bool, fleet_files: tuple[Path, ...], as_json: bool) -> None:
     """This host for envbuild: OS, Python, Docker engine, NVIDIA toolkit, driver, GPUs; with SPEC, whether
     each CUDA target runs here. Exit 1 only when a target cannot run on this host's GPUs."""
     from builder.host.doctor import diagnose, gather_host_facts
@@ -396,11 +398,15 @@ def doctor(spec: Path | None, save_to: Path | None, fleet_files: tuple[Path, ...
         _fleet_doctor(spec, fleet_files, as_json)
         return
     resolved = resolve_targets(load_spec(spec)) if spec else []
+    if save_to is not None:  # refused before the host is read: nothing is written where it may not be
+        from builder.formats.host_file import check_host_file_path
+
+        check_host_file_path(save_to, force)
     facts = gather_host_facts()
     if save_to is not None:
         from builder.host.fleet import save_host
 
-        save_host(facts, save_to)
+        save_host(facts, save_to, force=force)
         click.echo(f"recorded this host in {save_to}", err=True)
     report = diagnose(facts, resolved)
     if as_json:
@@ -564,7 +570,7 @@ def export(fmt: str, spec: Path, out: Path | None, pip_index: str | None, force:
     reports.print_table(f"{written.path}: one {kind} per target", ["target", kind],
                         [list(pair) for pair in written.names])
     for note in written.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(terminal_line(f"note: {note}"), err=True)
 
 
 @cli.command("summary")
@@ -644,7 +650,7 @@ def _ci_k8s(env_spec, spec: Path, out: Path | None, ci_jobs: CiJobFlags, k8s: K8
     reports.print_table(f"{manifests.path}: jobs", ["job", "target", "GPU product", "image"], [
         [job.name, job.target, job.gpu_product or "(any)", job.image] for job in manifests.jobs])
     for note in manifests.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(terminal_line(f"note: {note}"), err=True)
 
 
 def _print_pipeline(pipeline, provider: str, env_name: str, spec: Path) -> None:
@@ -691,7 +697,7 @@ def matrix(spec: Path, cuda: tuple[TargetId, ...], build: BuildFlags, locks: Loc
         _print_matrix(rows, resolved[0].name)
     if flags.junit:  # after the results are out: a report that cannot be written does not hide them
         reports.write_junit(flags.junit, f"envbuild.matrix.{resolved[0].name}",
-                            [case for row in rows for case in row.junit_cases()])
+                            [case for row in rows for case in row.junit_cases()], force=flags.junit_force)
     failed = first_error(rows)
     if failed is not None:
         raise EnvbuildError(f"{failed.target}: {failed.stage} failed: {failed.error}")
@@ -756,7 +762,7 @@ def onboard(spec: Path, cuda: TargetId | None, local_env: LocalEnvFlags, image_p
 
 
 def _echo_err(line: str) -> None:
-    click.echo(line, err=True)
+    click.echo(terminal_line(line), err=True)
 
 
 def _check_onboard_flags(wants_image: bool, local_env: LocalEnvFlags, image_path: ImagePathFlags) -> None:
@@ -852,8 +858,14 @@ def schema(name: str, out: Path | None, markdown: bool) -> None:
     else:
         from builder.generated_files import write_new_file
 
-        write_new_file(out, text, force=True)
+        write_new_file(out, text, owned=_is_schema_output, what="the schema")
         click.echo(f"wrote {out}", err=True)
+
+
+def _is_schema_output(head: bytes) -> bool:
+    """Whether a file's first bytes are what `schema` writes: a JSON Schema, or the spec reference."""
+    return (head.startswith(b"{") and b'"$schema"' in head or b'"$defs"' in head[:20]) \
+        or b"Generated by `envbuild schema" in head
 
 
 def _add_examples() -> None:
@@ -886,7 +898,7 @@ def run_cli(args: list[str]) -> int:
         try:
             stdout.flush()  # what is still buffered: a full disk or a closed stdout says so here
         except OutputError as error:
-            click.echo(fit_error_line(f"Error: {error.message}"), err=True)
+            click.echo(fit_error_line(terminal_line(f"Error: {error.message}")), err=True)
             return error.exit_code
         return code
 
@@ -896,7 +908,7 @@ def _say_error(message: str) -> None:
     from builder.safe_io.stdout import settle_stdout
 
     settle_stdout()
-    click.echo(fit_error_line(f"Error: {message}"), err=True)
+    click.echo(fit_error_line(terminal_line(f"Error: {message}")), err=True)
 
 
 def fit_error_line(text: str, limit: int = ERROR_LINE_LIMIT) -> str:
@@ -927,7 +939,11 @@ def _run_command(args: list[str]) -> int:
         _say_error(f"interrupted ({name}); unfinished work was undone, run the command again")
         return 128 + signal.signum if signal else 130
     except click.ClickException as exc:
-        exc.show()
+        import io
+
+        shown = io.StringIO()
+        exc.show(file=shown)
+        click.echo(terminal_line(shown.getvalue()), err=True, nl=False)  # click quotes the value given: no escapes
         return exc.exit_code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

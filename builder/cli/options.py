@@ -18,7 +18,7 @@ import click
 from builder.errors import UsageError
 from builder.image.smoke_run import ContainerOptions, container_options
 from builder.safe_io.reading import input_problem
-from builder.safe_io.writing import write_destination
+from builder.safe_io.writing import output_destination
 from builder.specs.cuda import TargetId
 from builder.specs.model import EnvSpec, load_spec
 from builder.specs.reference import check_label_text, check_registry
@@ -93,15 +93,15 @@ class InputFile(click.Path):
 
 
 class OutputFile(click.Path):
-    """A file a command writes, checked before the work: a folder, device, FIFO, socket or link loop is
-    refused in one line (builder.safe_io.write_destination), --force or not."""
+    """A file a command writes, checked before the work: a symbolic link (a dangling one too), a folder,
+    device, FIFO or socket is refused in one line (builder.safe_io.output_destination), --force or not."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False, path_type=Path)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
-        write_destination(Path(str(path)))
+        output_destination(Path(str(path)))
         return path
 
 
@@ -219,6 +219,13 @@ class ContainerFlags:
     ulimits: tuple[str, ...] = ()
     timeout: float = 900.0
     junit: Path | None = None
+    junit_force: bool = False
+
+    def __post_init__(self) -> None:
+        if self.junit is not None:  # refused before the suite runs: a run's results are never lost to it
+            from builder.reports import check_junit_path
+
+            check_junit_path(self.junit, self.junit_force)
 
     def container(self) -> ContainerOptions:
         """The container's options, checked (one UsageError line for a bad --gpus, --shm-size or --ulimit).
@@ -241,6 +248,8 @@ container_options_group = option_group("smoke_container", [
     click.option("--timeout", type=click.FloatRange(1), default=900.0, show_default=True,
                  help="Seconds the suite may run in one container."),
     click.option("--junit", type=OutputFile(), help="Write JUnit XML here."),
+    click.option("--force", "junit_force", is_flag=True,
+                 help="Let --junit replace a regular file that is not a JUnit report of envbuild's."),
 ], ContainerFlags)
 
 

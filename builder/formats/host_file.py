@@ -19,6 +19,7 @@ from builder.errors import UsageError
 from builder.formats.problems import first_problem
 from builder.generated_files import write_new_file
 from builder.safe_io.reading import read_bounded
+from builder.safe_io.writing import check_output
 
 HOST_FILE_VERSION = 1
 MAX_HOST_FILE_BYTES = 4 * 1024 * 1024  # doctor --save writes a few kB, even for a host with many GPUs
@@ -111,8 +112,20 @@ def damaged_host_file(path: Path, exc: Exception) -> UsageError:
     return UsageError(f"{path}: the host file is damaged ({type(exc).__name__}: {exc})")
 
 
-def write_host_file(path: Path, record: dict[str, Any]) -> None:
+def is_host_file(head: bytes) -> bool:
+    """Whether a file's first bytes are a host file's (`doctor --save` writes the version key first)."""
+    return head.lstrip().startswith(b"{") and b'"envbuild_host"' in head
+
+
+def check_host_file_path(path: Path, force: bool = False) -> None:
+    """Whether `doctor --save` may write `path`, asked before doctor's work (write_host_file's rules)."""
+    check_output(path, force=force, owned=is_host_file, what="the host file")
+
+
+def write_host_file(path: Path, record: dict[str, Any], force: bool = False) -> None:
     """doctor's record, checked against the model before it is written: a file envbuild cannot read back is
-    never written. An old file is replaced whole (re-recording after a driver update is the normal case)."""
+    never written. An old host file is replaced whole (re-recording after a driver update is the normal case);
+    any other file only with `force`, and never through a symbolic link."""
     checked = HostFile.model_validate({"envbuild_host": HOST_FILE_VERSION, **record})
-    write_new_file(path, json.dumps(checked.model_dump(mode="json"), indent=2) + "\n", force=True)
+    write_new_file(path, json.dumps(checked.model_dump(mode="json"), indent=2) + "\n", force=force,
+                   owned=is_host_file, what="the host file")

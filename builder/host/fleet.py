@@ -73,8 +73,8 @@ def host_record(facts: HostFacts, name: str | None = None) -> dict[str, Any]:
             **facts.as_dict()}
 
 
-def save_host(facts: HostFacts, path: Path, name: str | None = None) -> None:
-    write_host_file(path, host_record(facts, name))
+def save_host(facts: HostFacts, path: Path, name: str | None = None, force: bool = False) -> None:
+    write_host_file(path, host_record(facts, name), force=force)
 
 
 def load_host(path: Path) -> FleetHost:

@@ -63,6 +63,25 @@ class ImportRules:
         return None
 
 
+# Query parameters that carry a secret in an index or channel URL (`?token=`, GitLab's `private_token`, ...).
+CREDENTIAL_PARAMETER = re.compile(r"(?i)(.*[_-])?(token|password|passwd|secret|api[_-]?key|key|auth|signature|sig)")
+CREDENTIALS_NOTE = ("credentials removed from the URL (user:token@ or a token parameter): a spec is committed and "
+                    "printed in job logs; give them to pip or conda in your job (a netrc, a keyring, PIP_INDEX_URL)")
+
+
+def without_credentials(url: str) -> tuple[str, bool]:
+    """`url` with its user info (`user:token@`) and its secret-carrying query parameters taken out, and
+    whether there were any: init copies index URLs into a spec and its notes, and a spec is committed."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(key, value) for key, value in query if not CREDENTIAL_PARAMETER.fullmatch(key)]
+    if netloc == parts.netloc and len(kept) == len(query):
+        return url, False
+    clean = parts._replace(netloc=netloc, query=urllib.parse.urlencode(kept, safe="{}/"))
+    return urllib.parse.urlunsplit(clean), True
+
+
 @lru_cache(maxsize=1)
 def load_import_rules() -> ImportRules:
     text = data_text("import_rules.yaml")

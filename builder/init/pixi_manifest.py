@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
@@ -30,6 +32,7 @@ from builder.init.variants import (
     python_minor_floor,
     read_index_url,
 )
+from builder.yamlio import load_data
 
 # The top-level keys of pixi's manifest schema (pixi 0.81.0, tests/fixtures/pixi-schema): anything else is
 # not a pixi table, and pixi itself refuses the file.
@@ -73,6 +76,41 @@ class EnvironmentEntry:
     platforms: list[Platform] = field(default_factory=list)
 
 
+TOML_TYPES: dict[str, type | tuple[type, ...]] = {"table": dict, "list": list, "string": str, "number": (int, float)}
+TYPE_WORDS = {dict: "a table", list: "a list", str: "a string", bool: "true/false", int: "a number", float: "a number"}
+
+
+@lru_cache(maxsize=1)
+def manifest_types() -> dict[tuple[str, ...], tuple[str, ...]]:
+    """data/pixi_manifest_types.yaml: the type of each value read, by its dotted path (`*`: any key)."""
+    return {tuple(path.split(".")): tuple(types) for path, types in load_data("pixi_manifest_types.yaml").items()}
+
+
+def _values_at(data: Any, path: tuple[str, ...], seen: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+    """Each value of `data` at `path` (a `*` part matches every key of a table) with its dotted name."""
+    if not path:
+        yield ".".join(seen), data
+        return
+    if not isinstance(data, dict):
+        return
+    keys = list(data) if path[0] == "*" else [path[0]] if path[0] in data else []
+    for key in keys:
+        yield from _values_at(data[key], path[1:], (*seen, str(key)))
+
+
+def wrong_type(data: dict[str, Any]) -> str | None:
+    """Why the manifest is not one pixi reads (the first value, in the types file's order, of another type than
+    pixi's schema gives it), or None."""
+    for path, types in manifest_types().items():
+        for name, value in _values_at(data, path):
+            # bool is an int to Python; TOML's true/false is no number
+            if isinstance(value, bool) or not any(isinstance(value, TOML_TYPES[kind]) for kind in types):
+                found = TYPE_WORDS.get(type(value), type(value).__name__)
+                wanted = " or ".join(f"a {kind}" for kind in types)
+                return f"{name} is {found} where pixi's manifest has {wanted} (pixi refuses the file too); fix it"
+    return None
+
+
 def read_pixi_manifest_data(data: dict[str, Any], source: str, kind: str = "pixi.toml",
                             project: dict[str, Any] | None = None) -> VariantsReading:
     """A pixi manifest's tables (`project`: the pyproject.toml's [project] table, when the manifest is its
@@ -82,6 +120,9 @@ def read_pixi_manifest_data(data: dict[str, Any], source: str, kind: str = "pixi
     if unknown:
         raise reading.fail(f"[{unknown[0]}] is not a table of pixi's manifest (pixi refuses the file too); "
                            f"its tables are {', '.join(sorted(PIXI_TABLES - {'$schema'}))}")
+    wrong = wrong_type(data)
+    if wrong:
+        raise reading.fail(wrong)
     workspace = data.get("workspace") or data.get("project")
     if not isinstance(workspace, dict):
         raise reading.fail("no [workspace] table (or [project], its older name), so it is no pixi manifest")

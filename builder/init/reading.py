@@ -25,6 +25,7 @@ from builder.init.lines import (
     CONDA_TORCH,
     CONDA_TORCH_FLAVOURS,
     CPU,
+    CREDENTIALS_NOTE,
     Note,
     Outcome,
     cuda_from_build,
@@ -32,6 +33,7 @@ from builder.init.lines import (
     cuda_from_version,
     is_pips_default_index,
     load_import_rules,
+    without_credentials,
 )
 from builder.init.wheels import WheelFile, read_wheel, wheel_location
 from builder.safe_io.text import MAX_NUMBER_DIGITS, escape_unsafe, overlong_number
@@ -136,6 +138,14 @@ def read_text_file(path: Path, kind: str) -> str:
     return text
 
 
+def _channel_text(reading: Reading, channel: str) -> str:
+    """A channel as read, its credentials (`user:token@`, `?token=`) taken out and noted."""
+    text, removed = without_credentials(channel)
+    if removed:
+        reading.note(f"channels: {text}", "dropped", CREDENTIALS_NOTE)
+    return text
+
+
 def read_channel_list(reading: Reading, channels: Any) -> None:
     if channels is None:
         return
@@ -143,7 +153,7 @@ def read_channel_list(reading: Reading, channels: Any) -> None:
         reading.note(f"channels: {channels}", "unmapped", "not a list of channels")
         return
     for channel in channels:
-        text = str(channel)
+        text = _channel_text(reading, str(channel))
         reading.raw_channels.append(text)
         if text == "defaults":
             reading.note("channels: defaults", "dropped",
@@ -492,6 +502,10 @@ def _read_find_links(reading: Reading, text: str, url: str) -> None:
 
 
 def _read_pip_index(reading: Reading, text: str, url: str) -> None:
+    clean, removed = without_credentials(url)
+    if removed:
+        text, url = text.replace(url, clean), clean
+        reading.note(text, "dropped", CREDENTIALS_NOTE)
     tag = url.rstrip("/").rsplit("/", 1)[-1]
     cuda = cuda_from_tag(tag)
     # pip's index options apply to the whole file (or command), not to the lines after them: the packages

@@ -20,7 +20,14 @@ from packaging.specifiers import SpecifierSet
 
 from builder.errors import UsageError
 from builder.init.choose import TORCH_PAIRS, SpecDraft, draft_from_environment
-from builder.init.lines import SOME_CUDA, Note, cuda_from_tag, is_pips_default_index
+from builder.init.lines import (
+    CREDENTIALS_NOTE,
+    SOME_CUDA,
+    Note,
+    cuda_from_tag,
+    is_pips_default_index,
+    without_credentials,
+)
 from builder.init.reading import Hint, Reading, read_text_file
 from builder.specs.compat import CompatData, load_compat
 from builder.specs.cuda import CPU, CudaVersion
@@ -105,7 +112,11 @@ def other_accelerator(url: str) -> str | None:
 
 def read_index_url(reading: Reading, entry: str, url: str, for_torch: bool = True) -> None:
     """An index URL a file gives pip: a PyTorch wheel index names the target's CUDA; PyPI is pip's default;
-    any other index is one a spec cannot carry."""
+    any other index is one a spec cannot carry. Credentials in it are taken out first (and noted)."""
+    clean, removed = without_credentials(url)
+    if removed:
+        entry, url = entry.replace(url, clean), clean
+        reading.note(entry, "dropped", CREDENTIALS_NOTE)
     cuda = cuda_from_tag(url.rstrip("/").rsplit("/", 1)[-1])
     if cuda is not None:
         if for_torch:

@@ -3,8 +3,10 @@
 The sidecar (lock-info.json) records the lockfile's sha256, but anyone who edits the lock in a pull
 request can refresh that sha too. So `lock --check` (and every reuse of a committed lock) also reads
 the lock's packages and refuses what no solve of these inputs can produce: two entries for one name
-on one platform (which one would the installer take?), a platform the target does not lock, and a
-version or build the inputs' own specs do not allow (a swapped torch).
+on one platform (which one would the installer take?), a platform the target does not lock, a
+version or build the inputs' own specs do not allow (a swapped torch), and a package URL that is not
+under one of the target's channels (as --channel/--mirror replaced them) and its entry's platform folder
+(or noarch), or whose file name is more than one path component (`%2F`, `..`).
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
+from functools import lru_cache
+from urllib.parse import unquote, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
-from rattler import MatchSpec, Version, VersionSpec
+from rattler import Channel, MatchSpec, Version, VersionSpec
 from rattler.exceptions import InvalidVersionError
 
 from builder.formats.conda_lock import CondaLock, LockedPackage
 from builder.lock.inputs import LockInputs
+from builder.safe_io.text import escape_unsafe, has_unsafe_characters
 from builder.specs.compat import load_platforms
 
 
@@ -104,6 +109,46 @@ def _pip_version_problems(lock: CondaLock, inputs: LockInputs) -> list[str]:
     return problems
 
 
+@lru_cache(maxsize=64)
+def channel_base(channel: str) -> str:
+    """Where a channel's packages live, as the solver names them (a name under conda's channel alias, a URL
+    as given), ending in `/`."""
+    return str(Channel(channel).base_url).rstrip("/") + "/"
+
+
+def single_file_name(name: str) -> bool:
+    """Whether `name` (a URL's last path segment, percent-decoded) is one file name and nothing else."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name \
+        and not has_unsafe_characters(name)
+
+
+def _shown(package: LockedPackage) -> str:
+    return escape_unsafe(f"{package.name} {package.version} on {package.platform}")
+
+
+def _url_problem(package: LockedPackage, bases: tuple[str, ...]) -> str | None:
+    url = package.url.split("#", 1)[0]
+    segment = urlsplit(url).path.rsplit("/", 1)[-1]
+    if not single_file_name(unquote(segment)):
+        return (f"{_shown(package)}: its file name {escape_unsafe(segment)!r} is not a single file name "
+                "(an encoded / or ..)")
+    if package.manager != "conda":
+        return None
+    folders = (package.platform, "noarch")
+    if not any(url == f"{base}{folder}/{segment}" for base in bases for folder in folders):
+        return (f"{_shown(package)}: its URL {escape_unsafe(url)} is not under one of the target's channels "
+                f"({', '.join(bases)}) in {package.platform}/ or noarch/")
+    return None
+
+
+def url_problems(lock: CondaLock, inputs: LockInputs) -> list[str]:
+    """Each package whose URL the target's channels cannot have given: a lock is data, not a list of places to
+    fetch from."""
+    bases = tuple(channel_base(channel) for channel in inputs.target.channels)
+    return [problem for problem in (_url_problem(p, bases) for p in lock.package) if problem]
+
+
 def content_problems(lock: CondaLock, inputs: LockInputs) -> list[str]:
     """Why this lock cannot be a solve of these inputs; empty when it can."""
-    return duplicate_entries(lock) + foreign_platforms(lock, inputs) + version_problems(lock, inputs)
+    return (duplicate_entries(lock) + foreign_platforms(lock, inputs) + version_problems(lock, inputs)
+            + url_problems(lock, inputs))

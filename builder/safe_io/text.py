@@ -25,9 +25,11 @@ def has_unsafe_characters(text: str, *, allow: str = "") -> bool:
     return bool(unsafe_characters(text, allow=allow))
 
 
-def escape_unsafe(text: str) -> str:
-    r"""`text` with each unsafe character written as `\uXXXX` (valid in JSON and YAML double quotes)."""
-    return "".join(f"\\u{ord(ch):04x}" if unicodedata.category(ch) in UNSAFE_CATEGORIES else ch for ch in text)
+def escape_unsafe(text: str, *, allow: str = "") -> str:
+    r"""`text` with each unsafe character (but those in `allow`) written as `\uXXXX` (valid in JSON and YAML
+    double quotes)."""
+    return "".join(f"\\u{ord(ch):04x}" if ch not in allow and unicodedata.category(ch) in UNSAFE_CATEGORIES else ch
+                   for ch in text)
 
 
 # ECMA-48 sequences a log may carry: CSI (colours, cursor moves), OSC (window titles, OSC 52 which
@@ -36,9 +38,15 @@ _TERMINAL_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\
                                 r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[@-Z\\-_]")
 
 
-def terminal_safe(text: str) -> str:
-    """Text quoted from a log, fit for a terminal: escape sequences dropped, other unsafe characters escaped."""
-    return escape_unsafe(_TERMINAL_SEQUENCE.sub("", text))
+def terminal_safe(text: str, *, allow: str = "") -> str:
+    """Text quoted from a log or a file, fit for a terminal: escape sequences dropped, other unsafe characters
+    (but those in `allow`, e.g. the newlines of a table cell) escaped."""
+    return escape_unsafe(_TERMINAL_SEQUENCE.sub("", text), allow=allow)
+
+
+def terminal_line(text: str) -> str:
+    """Terminal text of one line or several (an error with a log's tail, a folded cell): newlines and tabs stay."""
+    return terminal_safe(text, allow="\n\t")
 
 
 # Python refuses to turn a string of more digits than this into an int (sys.get_int_max_str_digits, 3.11+);

@@ -1,7 +1,10 @@
 """Writing the paths a user names: the text goes to a temporary sibling, is synced, and is renamed into
 place, so a file is whole or not there. Only a regular file or a new path is replaced: a rename onto a
 device, FIFO or socket (or a link to one) would replace that node itself, so it is refused, --force or
-not. A link to a regular file is written through (the file changes, the link stays).
+not. `write_file` writes through a link to a regular file (the file changes, the link stays);
+`write_output`, for what a command writes where its user points it (a spec, a host file, a JUnit report,
+an export), never does: a symbolic link there (a dangling one too) is refused, and so is a file envbuild
+did not write, unless --force is given and it is a regular file.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from builder.errors import EnvbuildError, UsageError
@@ -64,6 +68,15 @@ def write_file(path: Path, data: str | bytes, *, overwrite: bool = False, what: 
     destination, existing = write_destination(path, what)
     if (existing is not None or os.path.islink(path)) and not overwrite:
         raise UsageError(f"{path} exists; pass --force to replace it")
+    return _write_whole(destination, path, data, existing, overwrite, what, fix,
+                        lambda: write_destination(destination, what))
+
+
+def _write_whole(destination: Path, shown: Path, data: str | bytes, existing: os.stat_result | None,
+                 overwrite: bool, what: str, fix: str, recheck: Callable[[], object]) -> Path:
+    """`data` into a synced temporary sibling of `destination`, renamed into place after `recheck()` (which
+    raises when something else took the name meanwhile)."""
+    path = shown
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +91,8 @@ def write_file(path: Path, data: str | bytes, *, overwrite: bool = False, what: 
             stream.flush()
             os.fsync(stream.fileno())  # on disk before the rename: a power cut leaves old or new, never empty
         os.chmod(staging, stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask())
-        _put_in_place(staging, destination, path, overwrite, what)
+        recheck()  # again, just before the rename: nothing else may have taken its place
+        _put_in_place(staging, destination, path, overwrite)
         _sync_folder(destination.parent)
     except OSError as exc:
         raise WriteError(path, what, exc.strerror or str(exc), fix) from None
@@ -90,8 +104,7 @@ def write_file(path: Path, data: str | bytes, *, overwrite: bool = False, what: 
     return destination
 
 
-def _put_in_place(staging: Path, destination: Path, shown: Path, overwrite: bool, what: str) -> None:
-    write_destination(destination, what)  # again, just before the rename: nothing else may have taken its place
+def _put_in_place(staging: Path, destination: Path, shown: Path, overwrite: bool) -> None:
     if overwrite:
         os.replace(staging, destination)
         return
@@ -128,3 +141,83 @@ def _sync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(handle)
+
+
+# What a command writes where its user points it: how much of an existing file is read to tell whether
+# envbuild wrote it (the mark each writer leaves in its first lines).
+OWNED_HEAD_BYTES = 4096
+
+
+def output_destination(path: Path, what: str = "") -> os.stat_result | None:
+    """What is at `path` itself, links not followed (None: nothing), for `write_output`: a symbolic link (a
+    dangling one too), a folder, a device, FIFO or socket is refused in one line."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise WriteError(path, what, exc.strerror or str(exc), "check the path and its permissions") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise UsageError(f"{path} is {_link_words(path)}; envbuild writes{_named(what)} only to a regular file or a "
+                         "new path, never through a symbolic link: give the file's own path")
+    if stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"{path} is a folder; give a file name")
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"{path} is {kind_of(info.st_mode)}, not a regular file; envbuild writes{_named(what)} "
+                         "only to a regular file or a new path, never into a device, FIFO or socket: give a file path")
+    return info
+
+
+def _link_words(path: Path) -> str:
+    """What the symbolic link at `path` is, in words: a loop, or a link to what (and what that is)."""
+    target = os.readlink(path)
+    try:
+        leads_to = kind_of(os.stat(path).st_mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop (a link that leads back to itself)"
+        leads_to = "which does not exist" if exc.errno == errno.ENOENT else "which cannot be read"
+        return f"a symbolic link to {target}, {leads_to}"
+    return f"a symbolic link to {target} ({leads_to})"
+
+
+def _head(path: Path) -> bytes:
+    """The first bytes of the regular file at `path`, opened without following a link or blocking."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return b""
+    try:
+        return os.read(handle, OWNED_HEAD_BYTES) if stat.S_ISREG(os.fstat(handle).st_mode) else b""
+    finally:
+        os.close(handle)
+
+
+def check_output(path: Path, *, force: bool = False, owned: Callable[[bytes], bool] | None = None,
+                 what: str = "") -> os.stat_result | None:
+    """Whether `write_output` may write `path` (raises one UsageError line if not), checked before a command's
+    work so that a refusal costs nothing: a new path, or a regular file that envbuild wrote (`owned` tells
+    from its first bytes; None: no file is replaced without force), or any regular file with `force`."""
+    existing = output_destination(path, what)
+    if existing is None or force:
+        return existing
+    if owned is None:
+        raise UsageError(f"{path} exists; pass --force to replace it")
+    if not owned(_head(path)):
+        raise UsageError(f"{path} exists and envbuild did not write it; nothing was written: give another path, "
+                         "or pass --force to replace it")
+    return existing
+
+
+def write_output(path: Path, data: str | bytes, *, force: bool = False, owned: Callable[[bytes], bool] | None = None,
+                 what: str = "", fix: str = "free disk space or choose another path") -> Path:
+    """Write an output whole or not at all at `path` itself (check_output's rules, O_NOFOLLOW's meaning: a
+    link is never written through); the name is checked again just before the rename."""
+    existing = check_output(path, force=force, owned=owned, what=what)
+
+    def recheck() -> None:
+        now = output_destination(path, what)
+        if existing is None and now is not None:
+            raise UsageError(f"{path} appeared while envbuild wrote it; nothing was replaced: run again")
+
+    return _write_whole(path, path, data, existing, existing is not None, what, fix, recheck)

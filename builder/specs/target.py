@@ -6,6 +6,7 @@ re-reads the spec file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -13,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from builder.errors import UsageError
-from builder.safe_io.text import has_unsafe_characters
+from builder.safe_io.text import escape_unsafe, has_unsafe_characters, unsafe_characters
 from builder.specs.compat import (
     CompatData,
     CudaToolkit,
@@ -27,8 +28,21 @@ from builder.specs.compat import (
 )
 from builder.specs.cuda import CPU, CudaVersion, TargetId, cuda_json, cuda_or_cpu
 from builder.specs.fleet import lowest_capability
-from builder.specs.model import CaFiles, EnvSpec, ImageRef, Images, Route, TargetSpec, checked_value
+from builder.specs.model import (
+    CHANNEL_PATTERN,
+    CaFiles,
+    EnvSpec,
+    ImageRef,
+    Images,
+    Route,
+    TargetSpec,
+    checked_value,
+)
 from builder.yamlio import data_text, load_yaml
+
+# A channel as a spec names it (model.CHANNEL_PATTERN's first half), and the model's length cap.
+CHANNEL_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]*"
+MAX_CHANNEL_LENGTH = 300
 
 
 @dataclass(frozen=True)
@@ -43,10 +57,15 @@ class Sources:
     def parse(cls, channels: Sequence[str] = (), mirrors: Sequence[str] = (), pip_index: str | None = None) -> Sources:
         """`--channel URL`, `--mirror NAME=URL` and `--pip-index URL` as given, or a one-line UsageError."""
         pairs = []
+        for channel in channels:
+            _check_channel("--channel", channel, channel)
         for item in mirrors:
             name, sep, url = item.partition("=")
             if not sep or not name or not url:
-                raise UsageError(f"--mirror {item!r}: write NAME=URL, e.g. conda-forge=https://mirror.example/conda-forge")
+                raise UsageError(f"--mirror {escape_unsafe(repr(item))}: write NAME=URL, e.g. "
+                                 "conda-forge=https://mirror.example/conda-forge")
+            _check_channel("--mirror", item, name, names_only=True)
+            _check_channel("--mirror", item, url)
             pairs.append((name, url))
         if pip_index is not None and not _is_url(pip_index):
             raise UsageError(f"--pip-index {pip_index!r}: give the wheel index's URL (https://, http:// or file://), "
@@ -57,6 +76,22 @@ class Sources:
         chosen = self.channels or channels
         mirrors = dict(self.mirrors)
         return tuple(mirrors.get(channel, channel) for channel in chosen)
+
+
+def _check_channel(option: str, given: str, value: str, names_only: bool = False) -> None:
+    """A channel as the spec's `channels:` takes it (a name, or an http(s)/file URL of URL characters): what
+    reaches environment.yml, the lock's inputs and the generated files; else one line that names the option."""
+    problem = None
+    if unsafe_characters(value) or any(character.isspace() for character in value):
+        problem = "holds whitespace, control or Unicode line-break characters"
+    elif len(value) > MAX_CHANNEL_LENGTH:
+        problem = f"is longer than {MAX_CHANNEL_LENGTH} characters"
+    elif not re.fullmatch(CHANNEL_NAME_PATTERN if names_only else CHANNEL_PATTERN, value):
+        problem = "is not a channel name (letters, digits, . _ -)" if names_only or "://" not in value \
+            else "is not a channel URL (https://, http:// or file://, with a host or path of URL characters)"
+    if problem:
+        raise UsageError(f"{option} {escape_unsafe(repr(given))} {problem}; give a channel name such as conda-forge, "
+                         "or its URL, e.g. https://mirror.example/conda-forge")
 
 
 def _is_url(text: str) -> bool:

@@ -130,7 +130,8 @@ def _pixi_targets(targets: list[Target], notes: list[str]) -> tuple[
 
 def _feature(target: Target, env: EnvironmentFile, platforms: tuple[str, ...], common: list[str]) -> Feature:
     """The target's own feature: its platforms, its conda lines beyond the common ones, its torch wheels."""
-    own_lines = (line for line in _conda_lines(target, env) if line not in common)
+    shared = set(common)  # a set: a 20,000-line spec is not 20,000 x 20,000 comparisons
+    own_lines = (line for line in _conda_lines(target, env) if line not in shared)
     return Feature(environment_name(target), platforms, _conda_dependencies(own_lines), _torch_wheels(target))
 
 
@@ -197,7 +198,8 @@ def _platform_name(platform: str | RichPlatform) -> str:
 def _common_conda(envs: list[tuple[Target, EnvironmentFile]]) -> list[str]:
     """The conda lines every target has (Python, the spec's extras): the default feature's."""
     lines = [_conda_lines(target, env) for target, env in envs]
-    return [line for line in lines[0] if all(line in other for other in lines[1:])]
+    others = [set(other) for other in lines[1:]]
+    return [line for line in lines[0] if all(line in other for other in others)]
 
 
 def _conda_lines(target: Target, env: EnvironmentFile) -> list[str]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
 from builder.errors import EnvbuildError
 from builder.reports import human_size, json_reports
 from builder.safe_io.reading import input_problem, read_bounded
@@ -38,13 +40,81 @@ class Report:
 
 SUMMARISED: dict[str, Kind] = {"lock": "lock", "image": "image", "matrix": "matrix", "smoke": "smoke"}
 
+# What each section reads of a row, typed: a report may come from a pull request's job, or be cut short, and
+# a field of the wrong type is the report's problem, said in its line, never an internal error.
+Scalar = str | int | float | bool | None
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class CheckRow(_Row):
+    name: Scalar = None
+    status: Scalar = None
+    reason: Scalar = None
+
+
+class LockRow(_Row):
+    target: str
+    status: str
+    message: str | None = None
+    hint: str | None = None
+
+
+class ImageRow(_Row):
+    target: str
+    tags: list[str] = Field(default_factory=list)
+    size: int | None = None
+    pushed: list[str] | bool | None = None  # the references pushed to
+    seconds: Scalar = ""
+
+
+class MatrixRow(_Row):
+    target: str
+    stage: str
+    result: Scalar
+    cuda: Scalar = ""
+    lock: Scalar = ""
+    image: Scalar = ""
+    image_size: int | None = None
+    summary: dict[str, Scalar] = Field(default_factory=dict)
+    seconds: Scalar = ""
+    ok: bool = False
+    error: Scalar = None
+    checks: list[CheckRow] = Field(default_factory=list)
+
+
+class SmokeRow(_Row):
+    summary: dict[str, Scalar] = Field(default_factory=dict)
+    checks: list[CheckRow] = Field(default_factory=list)
+    seconds: Scalar = ""
+
+
+ROWS: dict[str, TypeAdapter[Any]] = {"lock": TypeAdapter(list[LockRow]), "image": TypeAdapter(list[ImageRow]),
+                                     "matrix": TypeAdapter(list[MatrixRow]), "smoke": TypeAdapter(list[SmokeRow])}
+
+
+def typed_rows(kind: Kind, rows: list[Any]) -> list[dict[str, Any]]:
+    """The rows as the sections read them (every field of its type, defaults filled), or ValueError saying
+    which field is not."""
+    try:
+        return [row.model_dump() for row in ROWS[kind].validate_python(rows)]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"row {where}: {first['msg']}") from None
+
 
 def report_rows(document: Any) -> tuple[Kind, Any]:
     """The kind of a --json document and its rows: a versioned one (`{"schema_version", "report", ...}`)
     says both; a bare list or object, from an envbuild before the versioned output, is told by its keys."""
     if isinstance(document, dict) and "schema_version" in document and "report" in document:
-        kind = SUMMARISED.get(document["report"], "unreadable")
-        items = json_reports()["reports"].get(document["report"], {}).get("items")
+        name = document["report"]
+        kind = SUMMARISED.get(name, "unreadable") if isinstance(name, str) else "unreadable"
+        if kind == "unreadable":
+            return kind, document
+        items = json_reports()["reports"].get(name, {}).get("items")
         rows = document.get(items) if items else document
         return (kind, rows) if kind == report_kind(rows) else ("unreadable", rows)
     return report_kind(document), document
@@ -76,11 +146,15 @@ def read_report(path: Path) -> Report:
         return Report(path, "unreadable", [], f"cannot be read: {exc.message.removeprefix(f'{path}: ')}")
     except ValueError:
         return Report(path, "unreadable", [], "is empty or not JSON (the command stopped before writing it)")
+    except RecursionError:
+        return Report(path, "unreadable", [], "is not an envbuild report (values nested too deeply)")
     kind, rows = report_rows(rows)
-    if kind == "smoke":  # one row: the image's counts, with its failed checks
-        rows = [rows]
-    return Report(path, kind, rows if kind != "unreadable" else [],
-                  "" if kind != "unreadable" else "is not an envbuild lock, image, matrix or smoke report")
+    if kind == "unreadable":
+        return Report(path, kind, [], "is not an envbuild lock, image, matrix or smoke report")
+    try:
+        return Report(path, kind, typed_rows(kind, [rows] if kind == "smoke" else rows))  # smoke: one image's row
+    except ValueError as exc:
+        return Report(path, "unreadable", [], f"is an envbuild {kind} report with a field of the wrong type ({exc})")
 
 
 # A report may come from a pull request's job: its texts must not become HTML, a link, an image that
@@ -93,6 +167,16 @@ def cell(value: Any) -> str:
     """One Markdown table cell: a `|` or a newline would break the row, HTML and links are shown as text."""
     text = escape_unsafe(" ".join(str("" if value is None else value).split()))
     return _MARKDOWN_ACTIVE.sub(r"\\\1", text)
+
+
+def code(value: Any) -> str:
+    """A Markdown code span of `value` outside a table: nothing in it is HTML, a link or emphasis; its fence is
+    longer than any run of backticks inside, so the text cannot close it."""
+    text = escape_unsafe(" ".join(str("" if value is None else value).split()))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -130,7 +214,7 @@ def _matrix_section(report: Report) -> list[str]:
                  for row in report.rows for check in row.get("checks", []) if check.get("status") == "failed"]
     if problems:
         lines += ["", "**What failed**", ""]
-        lines += [f"- `{cell(target)}` {cell(what)}: {cell(reason)}" for target, what, reason in problems]
+        lines += [f"- {code(target)} {cell(what)}: {cell(reason)}" for target, what, reason in problems]
     return lines
 
 
@@ -155,8 +239,8 @@ def markdown_summary(reports: Sequence[Report]) -> str:
     lines: list[str] = []
     for report in reports:
         if report.kind == "unreadable":
-            lines += [f"- `{cell(report.path)}` {report.problem}", ""]
+            lines += [f"- {code(report.path)} {cell(report.problem)}", ""]
             continue
         title, section = SECTIONS[report.kind]
-        lines += [f"### envbuild {title}: `{cell(report.path)}`", "", *section(report), ""]
+        lines += [f"### envbuild {title}: {code(report.path)}", "", *section(report), ""]
     return "\n".join(lines)

@@ -7,6 +7,7 @@ promises every case shares: no traceback, nothing left behind, nothing of the us
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tests.faults.harness import Case, Workspace
+from tests.faults.harness import BUILDER_BASE, RUNTIME_BASE, Case, Workspace
 from tests.host_ca import host_ca_certificate, private_key_block
 
 NOT_UTF8 = b"name: team\npython: '3.11'\ndescription: caf\xe9 \xff\xfe\n"
@@ -534,6 +535,187 @@ CASES += [
 ]
 
 
+# --- the third catalogue: trust boundaries (issue 35) --------------------------------------------------
+# What arrives in a pull request (a lock, a requirements file, a spec, a CI input, a report) must not
+# delete or overwrite a user's files, read outside its folder, make a tampered lock act, inject lines into
+# generated files or a terminal, exhaust the machine, or end in an internal error.
+
+OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"
+TOKEN = "s3cr3tT0KEN"
+NO_ENGINE = (("DOCKER_HOST", "unix://{root}/no-engine.sock"),)
+TEAM_SPEC = ("name: team\npython: '3.11'\ntorch: '2.13.0'\ntargets: [{cuda: cpu}]\n"
+             f"images: {{runtime: {{image: '{RUNTIME_BASE}'}}, builder: {{image: '{BUILDER_BASE}'}}}}\n")
+
+
+def with_spec_and_link(name: str, to: str):
+    """The usual spec, and `name` a symbolic link to `to` (which need not exist)."""
+    def setup(ws: Workspace) -> None:
+        ws.spec(file="team.yaml")
+        ws.link(name, to)
+    return setup
+
+
+def with_tampered_lock(edit):
+    """A cpu lock of the spec whose inputs are unchanged and whose sidecar sha is refreshed after `edit`
+    changed its packages: only the lock's content can tell."""
+    def setup(ws: Workspace) -> None:
+        import builder
+        from builder.formats.conda_lock import lockfile_sha256
+        from builder.lock.targets import INFO_FILE, LOCK_FILE, LockInfo, lock_inputs
+        from builder.specs.model import load_spec
+        from builder.specs.target import resolve_targets
+
+        target = resolve_targets(load_spec(ws.spec(file="team.yaml")))[0]
+        inputs = lock_inputs(target)
+        folder = ws.root / "locks" / target.key
+        folder.mkdir(parents=True)
+        base = "https://conda.anaconda.org/conda-forge/linux-64"
+        packages = edit([{"name": "numpy", "version": "2.1.0", "manager": "conda", "platform": "linux-64",
+                          "url": f"{base}/numpy-2.1.0-py311_h1_0.conda", "hash": {"sha256": "0" * 64},
+                          "dependencies": {}}])
+        (folder / LOCK_FILE).write_text(json.dumps({"version": 1, "metadata": {"platforms": ["linux-64"]},
+                                                    "package": packages}))
+        info = LockInfo(envbuild_version=builder.__version__, input_hash=inputs.input_hash, env=target.name,
+                        target=target.key, torch=target.torch, cuda=None, platforms=list(target.platforms),
+                        channels=list(target.channels), pip_repositories=[], virtual_packages=inputs.virtual_packages,
+                        solver="envbuild-micromamba", lockfile_sha256=lockfile_sha256(folder / LOCK_FILE),
+                        torch_builds={}, package_counts={}, inputs=inputs.material)
+        (folder / INFO_FILE).write_text(info.model_dump_json())
+    return setup
+
+
+def _url(url: str):
+    return lambda packages: [{**packages[0], "url": url}]
+
+
+def with_report(document: object, name: str = "report.json"):
+    return with_file(name, json.dumps(document))
+
+
+def with_big_spec(lines: int):
+    body = "conda:\n" + "".join(f"  - pkg{i:06d}>=1.0\n" for i in range(lines))
+    return lambda ws: ws.write("team.yaml", TEAM_SPEC.replace("targets: [{cuda: cpu}]",
+                                                              "targets: [{cuda: cpu}, {cuda: '12.9'}]") + body)
+
+
+def with_stale_staging(ws: Workspace) -> None:
+    """A user's own folder at --prefix, and beside it a folder named like the backup an interrupted onboard
+    leaves (anyone can make one): its owner's PID no longer runs."""
+    ws.spec(file="team.yaml")
+    ws.write("mine/notes.txt", "a user's folder, not an env\n")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    ws.write(f".mine.envbuild-old-pid{gone.pid}-x1env/conda-meta/history", "")
+
+
+def no_html_on_the_page(_ws: Workspace, outcome) -> list[str]:
+    """The summary as GitHub renders Markdown (HTML allowed): no tag, link or image of the report's text."""
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(outcome.stdout)
+    return [f"the page renders {tag!r}" for tag in ("<img", "<script", "<a ") if tag in html]
+
+
+LOCK_CHECK = ("lock", "team.yaml", "--locks", "locks", "--check")
+BAD_SUMMARIES = {
+    "no-target": [{"status": "fresh", "input_hash": "x"}],
+    "summary-a-string": [{"stage": "smoke", "result": "ok", "checks": [], "target": "cpu", "summary": "lots"}],
+    "checks-a-string": [{"stage": "smoke", "result": "ok", "checks": "abc", "target": "cpu"}],
+    "tags-a-number": [{"image_id": "x", "tags": 5, "target": "cpu"}],
+    "size-a-word": [{"image_id": "x", "tags": [], "target": "cpu", "size": "big"}],
+    "smoke-summary-a-list": {"report_version": 1, "summary": [1], "checks": 5},
+    "report-a-list": {"schema_version": 1, "report": ["lock"]},
+}
+CASES += [
+    # data loss: an output never goes through a link, nor over a file envbuild did not write, without --force
+    Case("doctor-save-onto-the-spec", ("doctor", "--save", "team.yaml"), exit=2,
+         error=("team.yaml", "did not write", "--force"), setup=with_spec(file="team.yaml"), env=NO_ENGINE,
+         boundary="data-loss"),
+    Case("doctor-save-through-a-link", ("doctor", "--save", "host.json", "--force"), exit=2,
+         error=("symbolic link",), setup=with_spec_and_link("host.json", "team.yaml"), env=NO_ENGINE,
+         boundary="data-loss"),
+    Case("matrix-junit-onto-the-spec", ("matrix", "team.yaml", "--junit", "team.yaml"), exit=2,
+         error=("did not write", "--force"), setup=with_spec(file="team.yaml"), env=NO_ENGINE, boundary="data-loss"),
+    Case("smoke-junit-through-a-dangling-link", ("smoke", "--local", "--junit", "report.xml", "--force"), exit=2,
+         error=("symbolic link",), setup=with_spec_and_link("report.xml", "planted.xml"), boundary="data-loss"),
+    Case("export-force-through-a-dangling-link", ("export", "pixi", "team.yaml", "--out", "pixi.toml", "--force"),
+         exit=2, error=("symbolic link",), setup=with_spec_and_link("pixi.toml", "../planted.toml"),
+         boundary="data-loss"),
+    Case("schema-out-onto-the-spec", ("schema", "spec", "--out", "team.yaml"), exit=2, error=("did not write",),
+         setup=with_spec(file="team.yaml"), boundary="data-loss"),
+    Case("onboard-stale-staging-beside-a-users-folder", ("onboard", "team.yaml", "--prefix", "mine", "--cuda", "cpu",
+                                                         "--locks", "locks", "--channel", "{world_channel}"),
+         error=("mine", "not an envbuild environment", "refusing"), setup=with_stale_staging, boundary="data-loss",
+         needs="world", may_create=("locks",), timeout=300),
+
+    # reading outside: a token in an index URL is not copied into the spec, its notes or the log
+    Case("init-index-url-with-a-token", ("init", "--from", "requirements.txt", "--out", "team.yaml"), exit=0,
+         error=None, stdout=("credentials removed",), may_create=("team.yaml", "envbuild-spec.schema.json"),
+         absent=(TOKEN,),
+         setup=with_file("requirements.txt", f"torch==2.13.0\n--extra-index-url https://ci:{TOKEN}@pypi.corp.example/"
+                                             f"simple\n--index-url https://mirror.corp.example/simple?token={TOKEN}\n"),
+         boundary="reading-outside"),
+
+    # tampered lock: the content is checked, not only the sidecar's sha anyone can refresh
+    Case("lock-check-url-outside-the-channels", LOCK_CHECK, exit=1, error=("numpy 2.1.0 on linux-64", "channels"),
+         setup=with_tampered_lock(_url("https://evil.example/conda-forge/linux-64/numpy-2.1.0-py311_h1_0.conda")),
+         boundary="tampered-lock"),
+    Case("lock-check-encoded-slash-in-a-file-name", LOCK_CHECK, exit=1, error=("numpy", "single file name"),
+         setup=with_tampered_lock(_url("https://conda.anaconda.org/conda-forge/linux-64/..%2F..%2F.bashrc")),
+         boundary="tampered-lock"),
+    Case("lock-check-a-second-entry", LOCK_CHECK, exit=1, error=("numpy is locked 2 times",),
+         setup=with_tampered_lock(lambda packages: packages * 2), boundary="tampered-lock"),
+    Case("lock-check-another-platforms-folder", LOCK_CHECK, exit=1, error=("numpy", "linux-64/ or noarch/"),
+         setup=with_tampered_lock(_url("https://conda.anaconda.org/conda-forge/win-64/numpy-2.1.0-py311_h1_0.conda")),
+         boundary="tampered-lock"),
+
+    # injection: line breaks and escapes never reach a generated file, a page or a terminal
+    Case("render-channel-with-a-line-separator", ("render", "team.yaml", "--channel", "https://m.example/c\u2028x: 1"),
+         exit=2, error=("--channel", "line-break"), setup=with_spec(file="team.yaml"), boundary="injection"),
+    Case("lock-mirror-with-whitespace", ("lock", "team.yaml", "--mirror", "conda-forge=https://m.example/a b"),
+         exit=2, error=("--mirror", "whitespace"), setup=with_spec(file="team.yaml"), boundary="injection"),
+    Case("ci-install-from-with-a-line-separator", ("ci", "gitlab", "team.yaml", "--install-from",
+                                                   "envbuild==1\u2028evil:\u2028  script: [x]"),
+         exit=2, error=("--install-from",), setup=with_spec(file="team.yaml"), boundary="injection"),
+    Case("summary-html-in-a-report", ("summary", "report.json"), exit=0, error=None, stdout=("lock check",),
+         after=no_html_on_the_page, boundary="injection",
+         setup=with_report([{"target": "<img src=https://evil.example/x.png>", "status": "stale", "input_hash": "h",
+                             "message": "<script>alert(1)</script> [x](https://evil.example)"}])),
+    Case("explain-osc52-in-a-log", ("explain", "train.log", "--no-host"), exit=0, error=None, absent=("\x1b", "\x07"),
+         setup=with_file("train.log", f"step 1\n{OSC52}RuntimeError: CUDA error: no kernel image is available for "
+                                      "execution on the device\n"), stdout=("no kernel image",), boundary="injection"),
+    Case("lint-osc52-in-a-requirements-file", ("lint", "requirements.txt"), exit=1, error=None, absent=("\x1b",),
+         setup=with_file("requirements.txt", f"torch==2.13.0\nnumpy{OSC52}\n"), boundary="injection"),
+
+    # resource exhaustion
+    Case("export-pixi-of-a-20000-line-spec", ("export", "pixi", "team.yaml", "--out", "pixi.toml"), exit=0,
+         error=None, may_create=("pixi.toml",), setup=with_big_spec(20_000), timeout=60,
+         boundary="resource-exhaustion"),
+
+    # internal errors: every malformed report, manifest or number is one line
+    *(Case(f"summary-malformed-{name}", ("summary", "report.json"), exit=0, error=None, stdout=("report.json",),
+           setup=with_report(document), boundary="internal-error") for name, document in BAD_SUMMARIES.items()),
+    Case("init-pixi-an-int-where-a-table-is", ("init", "--from", "pixi.toml", "--out", "team.yaml"), exit=2,
+         error=("feature.cuda.dependencies is a number", "table"), boundary="internal-error",
+         setup=with_file("pixi.toml", '[workspace]\nname = "x"\nchannels = ["conda-forge"]\nplatforms = ["linux-64"]\n'
+                                      '\n[feature.cuda]\ndependencies = 5\n')),
+    Case("spec-a-number-of-5000-digits", ("lint", "team.yaml"), exit=2, error=("number too long",),
+         setup=with_file("team.yaml", TEAM_SPEC + "user: {uid: " + "9" * 5000 + "}\n"), boundary="internal-error"),
+    Case("init-line-separator-in-an-env-file", ("init", "--from", "environment.yml", "--out", "team.yaml"), exit=2,
+         error=("environment.yml",), boundary="internal-error",
+         setup=with_file("environment.yml", "name: x\ndependencies: [python=3.11, \"pytorch=2.7\u2028evil\"]\n")),
+
+    # spec types: a value of the wrong type is refused, not read as another
+    Case("spec-uid-true", ("targets", "team.yaml"), exit=2, error=("uid",),
+         setup=with_file("team.yaml", TEAM_SPEC + "user: {name: app, uid: true}\n"), boundary="spec-types"),
+    Case("spec-binary-name", ("targets", "team.yaml"), exit=2, error=("binary",),
+         setup=with_file("team.yaml", TEAM_SPEC.replace("name: team", "name: !!binary dGVhbQ==")),
+         boundary="spec-types"),
+    Case("spec-label-over-envbuilds-own", ("targets", "team.yaml"), exit=2, error=("io.envbuild",),
+         setup=with_file("team.yaml", TEAM_SPEC + "labels: {io.envbuild.lock-hash: forged}\n"), boundary="spec-types"),
+]
+
+
 # --- needing the engine (run by `make test`, where the offline world is up) ----------------------------
 
 def tags_on_one_image(ws: Workspace, outcome) -> list[str]:
@@ -583,6 +765,30 @@ CASES += [
          setup=with_world_lock(), interrupt=(signal.SIGTERM, "builder.lock.install"), needs="docker",
          timeout=600),
 ]
+
+
+# The boundary of the cases written before the classes, by what their id says they try.
+EARLIER_BOUNDARIES = (
+    ("surroundings", ("read-only", "full", "no-engine", "stdout-closed", "stdin-closed", "silent-channel",
+                      "closed-channel", "env-", "interrupted", "terminated", "two-runs", "missing-base",
+                      "installer-404", "nvidia-smi")),
+    ("reading-outside", ("include-of", "render-ca-absolute", "render-ca-parent")),
+    ("resource-exhaustion", ("alias-bomb", "nested", "huge", "arg-chain", "dev-zero", "endless")),
+    ("injection", ("revision-newline", "source-tab", "with-scheme", "bad-namespace")),
+    ("data-loss", ("out-exists", "save-device", "link-to-device", "out-device-force", "out-fifo", "junit-device",
+                   "junit-fifo", "out-foreign-folder", "out-is-a-file", "prefix-is-a-file", "save-socket")),
+    ("spec-types", ("cuda-as-float", "duplicate-key", "unknown-field")),
+)
+
+
+def _earlier_boundary(case: Case) -> Case:
+    if case.boundary != "input":
+        return case
+    found = next((boundary for boundary, words in EARLIER_BOUNDARIES if any(word in case.id for word in words)), None)
+    return dataclasses.replace(case, boundary=found) if found else case
+
+
+CASES = [_earlier_boundary(case) for case in CASES]
 
 
 def by_id() -> dict[str, Case]:

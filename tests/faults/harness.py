@@ -32,6 +32,10 @@ WORLD_CHANNEL = f"http://127.0.0.1:{WORLD_PORT}/conda/conda-forge"
 RUNTIME_BASE = os.environ.get("ENVBUILD_TEST_DEBIAN_IMAGE", "local/debian:bookworm")
 BUILDER_BASE = os.environ.get("ENVBUILD_TEST_BUILDER_IMAGE", "local/debian:bookworm-python")
 NEEDS = ("unit", "world", "docker")
+# The boundary each case tries (issue 35): a bad input or broken surroundings as before, and the trust
+# boundaries a file from a pull request must not cross. `make bench-faults` prints one line per class.
+BOUNDARIES = ("input", "surroundings", "data-loss", "reading-outside", "tampered-lock", "injection",
+              "resource-exhaustion", "internal-error", "spec-types")
 MAX_ERROR_LINE = 300  # an Error line names the cause and the fix; a longer one buries both
 
 
@@ -60,9 +64,14 @@ class Case:
     interrupt: tuple[int, str] | None = None
     # Further judgement after the run (the engine's state, a second process): problems, if any.
     after: Callable[[Workspace, Outcome], list[str]] | None = None
+    boundary: str = "input"  # one of BOUNDARIES
+    # Text that must appear nowhere the command wrote: its output and the files it created (a secret, an
+    # escape sequence, an HTML tag).
+    absent: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         assert self.needs in NEEDS, self.needs
+        assert self.boundary in BOUNDARIES, self.boundary
 
 
 @dataclass
@@ -431,7 +440,16 @@ def _judge_output(outcome: Outcome) -> None:
             outcome.problems.append(f"the Error line has {len(errors[0])} characters (cause and fix fit in "
                                     f"{MAX_ERROR_LINE}): {errors[0][:400]}")
     outcome.problems += [f"stdout lacks {word!r}" for word in case.stdout if word.lower() not in outcome.stdout.lower()]
+    outcome.problems += [f"the output holds {text!r}" for text in case.absent if text in outcome.stdout + outcome.stderr]
     outcome.traceback = "Traceback (most recent call last)" in outcome.stdout + outcome.stderr
+
+
+def _absent_from(path: Path, absent: tuple[str, ...]) -> list[str]:
+    """The case's absent texts that a file the command created holds."""
+    if not absent or path.is_symlink() or not path.is_file():
+        return []
+    text = path.read_bytes()[:1 << 22].decode("utf-8", errors="replace")
+    return [f"{path.name} holds {word!r}" for word in absent if word in text]
 
 
 def _judge_leftovers(outcome: Outcome, ws: Workspace, before: dict[str, tuple]) -> None:
@@ -444,6 +462,7 @@ def _judge_leftovers(outcome: Outcome, ws: Workspace, before: dict[str, tuple]) 
     after = snapshot(ws.root, (ws.tmp,))
     allowed = set(outcome.case.may_create)
     for path in sorted(set(after) - set(before)):
+        outcome.problems += _absent_from(ws.root / path, outcome.case.absent)
         if not any(path == a or path.startswith(a + "/") for a in allowed):
             outcome.left_behind.append(path)
     outcome.lost += [f"{path} (removed)" for path in sorted(set(before) - set(after))]

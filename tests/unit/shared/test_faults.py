@@ -23,6 +23,14 @@ def test_the_catalogue_covers_every_command() -> None:
 test_the_catalogue_covers_every_command = pytest.mark.unit(test_the_catalogue_covers_every_command)
 
 
+@pytest.mark.unit
+def test_every_boundary_class_has_cases_a_unit_run_judges() -> None:
+    from tests.faults.harness import BOUNDARIES
+
+    unit = {case.boundary for case in CASES if case.needs == "unit"}
+    assert unit == set(BOUNDARIES), set(BOUNDARIES) - unit
+
+
 @pytest.mark.parametrize("case", fault_cases("unit"))
 def test_fault(case, tmp_path: Path) -> None:
     judge_fault(case, tmp_path / "case")

@@ -175,3 +175,80 @@ def test_explain_answers_any_log(raw: bytes) -> None:
     report = explain_text(raw, "log.txt")
     assert isinstance(report.as_dict(), dict)
     "\n".join(report.text_lines())
+
+
+
+def _paths_of(node: object, path: tuple = ()) -> list[tuple]:
+    found = [path] if path else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths_of(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _paths_of(value, (*path, index))
+    return found
+
+
+@st.composite
+def retyped(draw, seeds: list) -> object:
+    """A valid document with a few of its values (at any depth) replaced by values of any type."""
+    import copy
+
+    document = copy.deepcopy(draw(st.sampled_from(seeds)))
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths_of(document)
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        node = document
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = draw(documents)
+    return document
+
+
+REPORT_SEEDS = [
+    {"schema_version": 1, "report": "lock", "locks": [{"target": "cpu", "status": "stale", "input_hash": "h",
+                                                       "message": "m", "hint": "h"}]},
+    [{"target": "cpu", "image_id": "sha256:1", "tags": ["t:1"], "size": 10, "pushed": ["r/t:1"], "seconds": 1.0}],
+    [{"target": "cpu", "cuda": "cpu", "lock": "fresh", "stage": "smoke", "result": "ok", "ok": True, "image": "t",
+      "image_size": 10, "summary": {"passed": 1, "failed": 1}, "error": None, "seconds": 2.0,
+      "checks": [{"name": "a", "status": "failed", "reason": "r"}]}],
+    {"report_version": 1, "summary": {"passed": 1}, "checks": [{"name": "a", "status": "failed"}], "seconds": 1},
+]
+
+
+@BOUNDED
+@given(document=retyped(REPORT_SEEDS))
+def test_summary_answers_any_report_with_a_page(tmp_path_factory: pytest.TempPathFactory, document: object) -> None:
+    import json
+
+    from builder.teams.summary import markdown_summary, read_report
+
+    path = tmp_path_factory.mktemp("report") / "report.json"
+    path.write_text(json.dumps(document, default=str))
+    assert isinstance(markdown_summary([read_report(path)]), str)
+
+
+PIXI_SEEDS = [{
+    "workspace": {"name": "vision", "channels": ["conda-forge"], "platforms": ["linux-64", "osx-arm64"]},
+    "system-requirements": {"cuda": "12.0"},
+    "dependencies": {"python": "3.11.*", "pytorch-gpu": {"version": ">=2.7", "build": "cuda126*"}},
+    "pypi-dependencies": {"numpy": "*", "torchvision": {"version": "*", "index": "https://download.pytorch.org/whl/cu126"}},
+    "pypi-options": {"index-url": "https://pypi.org/simple", "extra-index-urls": ["https://download.pytorch.org/whl/cu126"]},
+    "target": {"linux-64": {"dependencies": {"cuda-version": "12.6"}}},
+    "feature": {"cuda": {"platforms": ["linux-64"], "channels": ["conda-forge"], "dependencies": {"cuda-version": "12.6"},
+                         "system-requirements": {"cuda": "12"}, "target": {"linux-64": {"dependencies": {"nccl": "*"}}}}},
+    "environments": {"cuda": ["cuda"], "cpu": {"features": [], "no-default-feature": False}},
+}]
+
+
+@BOUNDED
+@given(document=retyped(PIXI_SEEDS))
+def test_the_pixi_manifest_reader_answers_a_reading_or_one_line(document: dict) -> None:
+    from builder.init.pixi_manifest import read_pixi_manifest_data
+
+    try:
+        read_pixi_manifest_data(document, "pixi.toml")
+    except EnvbuildError as exc:
+        assert "\n" not in exc.message

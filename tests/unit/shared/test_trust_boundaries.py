@@ -137,3 +137,62 @@ def test_a_spec_description_or_label_value_with_a_line_or_bidi_character_is_refu
     with pytest.raises(EnvbuildError):
         parse_spec({**BASE, "labels": {"team": f"a{character}b"}}, "envs/vision.yaml")
     assert parse_spec({**BASE, "description": "café, 日本"}, "envs/vision.yaml").description == "café, 日本"
+
+
+@pytest.mark.parametrize(("channels", "mirrors"), [
+    (("https://mirror.example/conda-forge\u2028evil: 1",), ()),
+    (("https://mirror.example/conda forge",), ()),
+    (("conda-forge\x1b]52;c;eA==\x07",), ()),
+    (("ftp://mirror.example/conda-forge",), ()),
+    ((), ("conda-forge=https://mirror.example/x\u0085y",)),
+    ((), ("conda forge=https://mirror.example/x",)),
+    ((), ("conda-forge=https://mirror.example/x\ty",)),
+])
+def test_a_channel_or_mirror_that_is_no_channel_is_refused_before_it_is_rendered(channels, mirrors) -> None:
+    from builder.specs.target import Sources
+
+    with pytest.raises(UsageError, match="--channel|--mirror") as refused:
+        Sources.parse(channels, mirrors)
+    assert unsafe_characters(refused.value.message) == []
+
+
+def test_channel_names_and_urls_pass() -> None:
+    from builder.specs.target import Sources
+
+    parsed = Sources.parse(("conda-forge", "http://127.0.0.1:8765/conda/conda-forge"),
+                           ("conda-forge=file:///srv/channels/conda-forge",))
+    assert parsed.apply(("nvidia",)) == ("file:///srv/channels/conda-forge", "http://127.0.0.1:8765/conda/conda-forge")
+
+
+OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"
+
+
+def _run(tmp_path, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "builder", *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_a_table_cell_is_printed_without_its_terminal_escapes(capsys) -> None:
+    from builder.reports import print_table
+
+    print_table("t\x1b[2J", ["line", "why"], [[f"torch{OSC52}==2.7", "a\nb \x1b[31mred\x1b[0m"]])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "torch==2.7" in out and "red" in out
+
+
+def test_the_error_line_drops_what_the_user_gave_as_escapes(tmp_path) -> None:
+    done = _run(tmp_path, "targets", "--cuda", f"12.9{OSC52}")
+    assert done.returncode == 2 and "\x1b" not in done.stderr and "\x07" not in done.stderr
+    spec = tmp_path / "team.yaml"
+    spec.write_text(f"name: team\npython: '3.11'\ntorch: '2.13.0'\ntargets: [{{cuda: cpu}}]\nbogus{OSC52}: 1\n")
+    done = _run(tmp_path, "lint", "team.yaml")
+    assert done.returncode != 0 and "\x1b" not in done.stderr + done.stdout
+
+
+def test_lint_findings_of_a_foreign_file_are_printed_without_escapes(tmp_path) -> None:
+    (tmp_path / "requirements.txt").write_text(f"torch==2.13.0\nnumpy{OSC52}\n--bogus-option{OSC52}\n")
+    done = _run(tmp_path, "lint", "requirements.txt")
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout + done.stderr
