@@ -2,8 +2,9 @@
 its batch's frozen list, scored on answers, and held out by the manifest's split_rule, not by hand.
 
 Batch 1 (b001-b081) was sampled from `repositories`; batch 2 (b082-b110, `batch: 2`) is a fresh sample from
-`repositories_batch2`, and batch 3 (b111 onward, `batch: 3`) one from `repositories_batch3`; each list is disjoint
-from the earlier ones and was fixed before any of its issues was read."""
+`repositories_batch2`, batch 3 (b111-b137, `batch: 3`) one from `repositories_batch3` and batch 4 (b138 onward,
+`batch: 4`) one from `repositories_batch4`; each list is disjoint from the earlier ones and
+was fixed before any of its issues was read."""
 
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ def test_the_split_is_the_split_rule_of_the_file_name() -> None:
         assert case["split"] == ("heldout" if _held_out(case["file"]) else "dev"), case["file"]
 
 
-BATCH_LISTS = {1: "repositories", 2: "repositories_batch2", 3: "repositories_batch3"}
-FIRST_NUMBER = {1: 1, 2: 82, 3: 111}  # a batch's cases are numbered from here, up to the next batch's first
+BATCH_LISTS = {1: "repositories", 2: "repositories_batch2", 3: "repositories_batch3", 4: "repositories_batch4"}
+FIRST_NUMBER = {1: 1, 2: 82, 3: 111, 4: 138}  # a batch's cases are numbered from here, up to the next batch's first
 
 
 def test_the_repository_lists_are_frozen_apart() -> None:
