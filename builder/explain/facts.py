@@ -173,7 +173,10 @@ def _derive_facts(found: dict[str, Fact]) -> None:
 
 def _wheel_cuda(version: str) -> CudaVersion | None:
     """The CUDA of a wheel's local version (`2.1.0+cu118` -> 11.8); None for `+cpu`, none, or a tag no CUDA
-    release could have (a log's text is not checked at the edge, so a bad tag is no fact rather than an error)."""
+    release could have (a log's text is not checked at the edge, so a bad tag is no fact rather than an error).
+    A tag that is not `cu` and digits (`+cu10.1`, as people type it) names no wheel: no fact."""
+    if "+cu" in version and not re.search(r"\+cu\d+$", version):
+        return None
     try:
         return CudaVersion.from_wheel_local(version)
     except UsageError:
