@@ -367,9 +367,12 @@ def _extension_built_for_other_torch(hit: Hit, context: ExplainContext, said: Re
     torch = context.facts.facts.get("torch")
     symbol = hit.fields.get("symbol", "")
     package = re.search(data["package_re"], hit.fields.get("library") or hit.evidence)
-    if torch is None or package is None or re.match(data["symbol_re"], symbol) is None:
+    # the family's reader names the package (its site-packages folder, lib<package>.so, the traceback's
+    # package) where the library is a bare module (_torch_sox.so) or has no path
+    name = hit.fields.get("package") or (package.group(1) if package else None)
+    if torch is None or name is None or re.match(data["symbol_re"], symbol) is None:
         return None
-    name, have = package.group(1), torch.value
+    have = torch.value
     distribution = data["distributions"]["modules"].get(name, name)
     cause = (f"undefined symbol {symbol} in {name}'s compiled extension (line {hit.line}): torch {have} "
              f"(line {torch.line}) does not provide this torch symbol, so {name} was built against another torch "
