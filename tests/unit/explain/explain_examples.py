@@ -4,6 +4,14 @@ coverage check."""
 
 # family -> a line its source prints
 EXAMPLES = {
+    "explain.transformer-engine.no-torch-extension": "  File \"/venv/lib/python3.10/site-packages/transformer_engine/"
+                                                     "pytorch/__init__.py\", line 52, in _load_library\n"
+                                                     "    so_path = next(so_dir.glob(f\"{module_name}.*.{extension}\"))"
+                                                     "\nStopIteration",
+    "explain.build.cudnn-header-missing": "torch/include/ATen/cudnn/cudnn-wrapper.h:3:10: fatal error: cudnn.h: No "
+                                          "such file or directory",
+    "explain.torch.missing-api": "AttributeError: module 'torch' has no attribute 'frombuffer'",
+    "explain.conda.extension-cpu-build-planned": "  pyg                pyg/linux-64::pyg-2.5.0-py311_torch_2.2.0_cpu",
     "explain.gpu.bfloat16-unsupported": "ValueError: Bfloat16 is only supported on GPUs with compute capability of at "
                                         "least 8.0. Your Tesla T4 GPU has compute capability 7.5.",
     "explain.conda.cpu-build-planned": "$ conda install pytorch cudatoolkit=11.3 -c pytorch\n  pytorch            "
