@@ -4,6 +4,10 @@ coverage check."""
 
 # family -> a line its source prints
 EXAMPLES = {
+    "explain.transformer-engine.version-mismatch": "AssertionError: TransformerEngine package version mismatch. Found "
+                                                   "transformer_engine_torch v2.1.0, transformer-engine v2.2.0, and "
+                                                   "transformer-engine-cu12 v2.2.0. Install transformer-engine using "
+                                                   "'pip install transformer-engine[pytorch]==VERSION'",
     "explain.transformer-engine.no-torch-extension": "  File \"/venv/lib/python3.10/site-packages/transformer_engine/"
                                                      "pytorch/__init__.py\", line 52, in _load_library\n"
                                                      "    so_path = next(so_dir.glob(f\"{module_name}.*.{extension}\"))"

@@ -58,6 +58,13 @@ def test_a_missing_cudnn_header_points_the_build_at_cudnn():
     assert "CUDNN_PATH" in fix and "CUDNN_HOME" in fix and "driver" not in fix
 
 
+def test_a_missing_cudnn_header_on_an_nvidia_cuda_image_names_the_cudnn_tag():
+    rule, _, fix = answer("#5 [1/4] FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+                          "x.h:3:10: fatal error: cudnn.h: No such file or directory")
+    assert rule == "explain.build.cudnn-header-missing"
+    assert "-cudnn-devel" in fix
+
+
 def test_an_api_an_old_torch_lacks_names_the_release_that_added_it():
     rule, cause, fix = answer(" - PyTorch version: 1.8.1\nAttributeError: module 'torch' has no attribute "
                               "'frombuffer'")
@@ -107,3 +114,12 @@ def test_a_cuda_tag_as_people_type_it_is_no_cuda_fact():
     assert facts.get("torch") == "1.8.1+cu10.1"
     assert facts.get("torch_cuda") is None
     assert extract_facts(LogText("torch 2.1.0+cu118")).get("torch_cuda") == "11.8"
+
+
+def test_transformer_engine_packages_of_different_releases_are_named():
+    rule, cause, fix = answer("AssertionError: TransformerEngine package version mismatch. Found "
+                              "transformer_engine_torch v2.1.0, transformer-engine v2.2.0, and "
+                              "transformer-engine-cu12 v2.2.0.")
+    assert rule == "explain.transformer-engine.version-mismatch"
+    assert "transformer_engine_torch 2.1.0" in cause and "transformer-engine 2.2.0" in cause
+    assert "transformer-engine-torch==2.2.0" in fix
