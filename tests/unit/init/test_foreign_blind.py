@@ -52,7 +52,9 @@ DEV_MISSES: dict[str, str] = {
         "Python), so the unpinned torch of the requirements file beside wins",
     # batch 5, measured only (no rule written from it)
     "stylegan2-ada-pytorch.Dockerfile":
-        "base image: NGC 20.12 is not in the NGC table, so init refuses and no torch or CUDA is read",
+        "base image: NGC 20.12 is not in the NGC table, so init refuses and no torch or CUDA is read; searched "
+        "on 2026-12-08 for NVIDIA's 'PyTorch Release 20.12' notes (docs and pages corpora): no copy of the page "
+        "was found, so no row was added (builder/data/ngc_pytorch.yaml says so)",
     "zoedepth--environment.yml":
         "lint: the expectation asks for lint.channels.nvidia-above-conda-forge, which stays quiet here by design, "
         "and the expectation is the part that is probably wrong (left as the collector wrote it: blind protocol). "
