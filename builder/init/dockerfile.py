@@ -79,7 +79,7 @@ class _Stage:
     projects_read: set[Path] = field(default_factory=set)  # the uv.lock / pyproject.toml files read in place
     current: str | None = None  # the name (`AS name`) of the stage that runs now
     pythons: dict[str, tuple[str, str] | None] = field(default_factory=dict)  # a named stage's Python
-    torch_upgraded: bool = False  # the pip command that named torch ran with `-U`/`--upgrade`
+    torch_upgraded: bool = False  # the pip command that named torch resolves it again (`-U`, `--force-reinstall`)
 
     def start(self, image: str | None) -> None:
         self.variables.start_stage()
@@ -379,10 +379,14 @@ def _read_env_file(reading: Reading, path: Path, entry: str) -> bool:
     return True
 
 
+# pip options under which an installed torch that meets the range is not kept: pip resolves it again
+_RESOLVES_AGAIN = {"-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed"}
+
+
 def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None:
     before = reading.pip_torch_text
     _read_pip_words(reading, words, stage)
-    if reading.pip_torch_text != before and any(w in ("-U", "--upgrade") for w in words):
+    if reading.pip_torch_text != before and any(w in _RESOLVES_AGAIN for w in words):
         stage.torch_upgraded = True
 
 

@@ -435,6 +435,7 @@ def test_a_requirements_or_constraints_file_the_build_context_does_not_give_is_n
 @pytest.mark.parametrize("run, torch, torch_from", [
     ("pip install 'torch>=1.5.0' scipy", "1.5", "base-image"),  # pip keeps the image's torch: it meets the range
     ("pip install -U 'torch>=1.5.0' scipy", ">=1.5.0", "pip"),  # --upgrade takes the newest instead
+    ("pip install --force-reinstall 'torch>=1.5.0' scipy", ">=1.5.0", "pip"),
     ("pip install 'torch>=2.0' scipy", ">=2.0", "pip"),  # the image's torch does not meet it
 ])
 def test_a_torch_range_the_base_images_torch_meets_keeps_the_images_torch(
