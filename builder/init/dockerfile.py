@@ -13,6 +13,7 @@ of a requirements.txt or an environment.yml.
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -78,6 +79,7 @@ class _Stage:
     projects_read: set[Path] = field(default_factory=set)  # the uv.lock / pyproject.toml files read in place
     current: str | None = None  # the name (`AS name`) of the stage that runs now
     pythons: dict[str, tuple[str, str] | None] = field(default_factory=dict)  # a named stage's Python
+    torch_upgraded: bool = False  # the pip command that named torch resolves it again (`-U`, `--force-reinstall`)
 
     def start(self, image: str | None) -> None:
         self.variables.start_stage()
@@ -126,7 +128,7 @@ class _Stage:
         COPY lines), when it lies inside the context; else None."""
         if self.context is None or "://" in target:
             return None
-        wanted = posixpath.normpath(posixpath.join(self.workdir, target))
+        wanted = posixpath.normpath(posixpath.join(self.cwd, target))  # the RUN shell's folder (WORKDIR, `cd`)
         candidates = [_copied_from(source, dest, wanted) for source, dest in reversed(self.copies)]
         candidates.append(target if not target.startswith("/") else None)  # a file beside the Dockerfile
         root = self.context.resolve()
@@ -137,10 +139,13 @@ class _Stage:
         return None
 
 
+_GLOB = re.compile(r"[*?\[]")
+
+
 def _copied_from(source: str, dest: str, wanted: str) -> str | None:
     """The context path COPY `source` `dest` put at `wanted`, or None."""
     source = source.rstrip("/") or "."
-    if wanted == dest and source != ".":
+    if wanted == dest and source != "." and not _GLOB.search(source):  # COPY requirements.txt /tmp/reqs.txt
         return source
     inside = wanted.startswith(dest.rstrip("/") + "/")
     rest = wanted[len(dest.rstrip("/")) + 1:] if inside else ""
@@ -148,7 +153,11 @@ def _copied_from(source: str, dest: str, wanted: str) -> str | None:
         return None
     if source == ".":
         return rest
-    if rest == posixpath.basename(source):  # COPY requirements.txt /tmp/
+    if _GLOB.search(source):  # COPY requirements*.txt /app/: the file, when its name fits the pattern
+        folder, pattern = posixpath.split(source)
+        fits = "/" not in rest and fnmatch.fnmatchcase(rest, pattern) and not _GLOB.search(folder)
+        return posixpath.join(folder, rest) if fits else None
+    if rest == posixpath.basename(source):  # COPY requirements.txt /tmp/ (or /workspace, a folder there)
         return source
     return posixpath.join(source, rest)  # COPY requirements/ /app/requirements/
 
@@ -171,10 +180,29 @@ def read_dockerfile_text(text: str, source: str, context: Path | None = None) ->
             base = _read_from(reading, command, stage)
         else:
             _read_instruction(reading, keyword, command, stage)
+    if base is not None and not stage.torch_upgraded:
+        _keep_base_torch_that_meets(reading, base)
     if reading.pip_torch is None and reading.conda_torch is None and base is not None:
         _read_base_image_torch(reading, base)
     _read_stage_python(reading, stage)
     return reading
+
+
+def _keep_base_torch_that_meets(reading: Reading, base: ImageTorch) -> None:
+    """`pip install 'torch>=1.5'` on an image whose torch (a version its tag or NVIDIA's notes state) meets
+    the range: pip keeps the image's torch ("Requirement already satisfied"), so the image's torch is read
+    in place of the range, which is named. A pin with a local tag (`+cu118`) names a build: left as read."""
+    written = reading.pip_torch
+    if written is None or reading.conda_torch is not None or base.torch is None or base.unlisted:
+        return
+    image_version = Version(base.torch)
+    if "+" in str(written.specifier) or not written.specifier.contains(image_version, prereleases=True):
+        return
+    text = reading.pip_torch_text or "torch"
+    reading.pip_torch, reading.pip_torch_text = None, None
+    reading.hints = [hint for hint in reading.hints if hint.entry != text]
+    reading.note(text, "derived", f"the base image's torch {base.torch} meets it, so pip keeps the image's "
+                                  "torch (add --upgrade to take a newer one)")
 
 
 def _read_stage_python(reading: Reading, stage: _Stage) -> None:
@@ -351,7 +379,18 @@ def _read_env_file(reading: Reading, path: Path, entry: str) -> bool:
     return True
 
 
+# pip options under which an installed torch that meets the range is not kept: pip resolves it again
+_RESOLVES_AGAIN = {"-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed"}
+
+
 def _read_pip_install(reading: Reading, words: list[str], stage: _Stage) -> None:
+    before = reading.pip_torch_text
+    _read_pip_words(reading, words, stage)
+    if reading.pip_torch_text != before and any(w in _RESOLVES_AGAIN for w in words):
+        stage.torch_upgraded = True
+
+
+def _read_pip_words(reading: Reading, words: list[str], stage: _Stage) -> None:
     options, packages = pip_arguments(words)
     # the command's options apply to all of its packages, wherever they stand on the line
     for option in options:
@@ -406,9 +445,27 @@ def _read_pip_option(reading: Reading, option: str, stage: _Stage) -> None:
         reading.note(option, "unmapped", f"an index URL built from {unset[0]}, a build argument the file gives "
                                          "no value; pass its URL in a spec's pip_index")
         return
-    included = stage.context_file(target) if flag in ("-r", "--requirement") else None
-    if included is None or not read_included_requirements(reading, included, option):
+    if flag in ("-r", "--requirement", "-c", "--constraint") and "://" not in target:
+        _read_pip_file_option(reading, option, stage)
+    else:
         read_pip_text(reading, option)
+
+
+def _read_pip_file_option(reading: Reading, option: str, stage: _Stage) -> None:
+    """`-r FILE` and `-c FILE` of a RUN pip line: the build-context file the stage's COPY lines placed there
+    (or the one beside the Dockerfile) is read in its place; a requirements file the context does not hold,
+    and any constraints file, is named with what to do."""
+    flag, _, target = option.partition(" ")
+    found = stage.context_file(target)
+    if flag in ("-r", "--requirement"):
+        if found is None or not read_included_requirements(reading, found, option):
+            reading.note(option, "unmapped", f"the packages of {target} are installed here, and no COPY line puts "
+                                             "a file of the build context there: run `envbuild init` on that file "
+                                             "for them")
+        return
+    where = f"{found.name} of the build context" if found is not None else "not in the build context"
+    reading.note(option, "unmapped", f"a constraints file ({where}): its pins hold for the packages installed "
+                                     "here, and a spec has no constraints; pin those packages in the spec")
 
 
 def _read_conda_install(reading: Reading, words: list[str]) -> None:

@@ -25,6 +25,11 @@ PIP_VALUE_FLAGS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links
                    "-c", "--constraint", "-e", "--editable", "-t", "--target", "--prefix", "--root",
                    "--python", "--cache-dir", "--progress-bar", "--platform", "--python-version", "--only-binary",
                    "--no-binary", "--trusted-host", "-w", "--wheel-dir"}
+# pip's general options that take a value, which may stand between `pip` and its command
+# (`pip --no-cache-dir install`, `pip --timeout 60 install`): pip's `cmdoptions.general_group`
+PIP_GENERAL_VALUE_FLAGS = {"--log", "--log-file", "--local-log", "--proxy", "--retries", "--timeout",
+                           "--exists-action", "--trusted-host", "--cert", "--client-cert", "--cache-dir",
+                           "--python", "--keyring-provider", "--use-feature", "--use-deprecated"}
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,9 @@ def find_install(words: list[str], text: str) -> Install | None:
     """The install a command runs, wherever its installer word stands; None when it installs nothing."""
     for index, word in enumerate(words):
         tool = word.rsplit("/", 1)[-1]
-        verb = words[index + 1] if index + 1 < len(words) else ""
-        rest = tuple(words[index + 2:])
+        at = _pip_command_at(words, index) if re.fullmatch(r"pip[0-9.]*", tool) else index + 1
+        verb = words[at] if at < len(words) else ""
+        rest = tuple(words[at + 1:])
         if re.fullmatch(r"pip[0-9.]*", tool) and verb in ("install", "wheel"):
             return Install("pip" if verb == "install" else "pip-wheel", rest, text)
         if tool in CONDA_TOOLS and verb in ("install", "create"):
@@ -88,6 +94,15 @@ def find_install(words: list[str], text: str) -> Install | None:
         if tool == "uv" and verb == "sync":
             return Install("uv-sync", rest, text)
     return None
+
+
+def _pip_command_at(words: list[str], index: int) -> int:
+    """Where pip's command word stands after the `pip` at `index`, past pip's general options."""
+    at = index + 1
+    while at < len(words) and words[at].startswith("-"):
+        flag, sep, _ = words[at].partition("=")
+        at += 2 if flag in PIP_GENERAL_VALUE_FLAGS and not sep else 1
+    return at
 
 
 def stated_python(words: list[str]) -> str | None:

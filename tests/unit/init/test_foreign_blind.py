@@ -52,13 +52,19 @@ DEV_MISSES: dict[str, str] = {
         "Python), so the unpinned torch of the requirements file beside wins",
     # batch 5, measured only (no rule written from it)
     "stylegan2-ada-pytorch.Dockerfile":
-        "base image: NGC 20.12 is not in the NGC table, so init refuses and no torch or CUDA is read",
+        "base image: NGC 20.12 is not in the NGC table, so init refuses and no torch or CUDA is read; searched "
+        "on 2026-12-08 for NVIDIA's 'PyTorch Release 20.12' notes (docs and pages corpora): no copy of the page "
+        "was found, so no row was added (builder/data/ngc_pytorch.yaml says so)",
     "zoedepth--environment.yml":
-        "lint: nvidia-above-conda-forge stays quiet on the legacy pytorch-channel route by design (pytorch's own "
-        "instructions list nvidia first); the collector's expectation asks for it",
-    "detr/Dockerfile":
-        "lost: `COPY requirements.txt /workspace` then `pip install -r /workspace/requirements.txt` (beside) is not "
-        "read; its packages and its torchvision range vanish without a note",
+        "lint: the expectation asks for lint.channels.nvidia-above-conda-forge, which stays quiet here by design, "
+        "and the expectation is the part that is probably wrong (left as the collector wrote it: blind protocol). "
+        "The file lists pytorch, nvidia, conda-forge with pytorch=1.13.1 and pytorch-cuda=11.7: torch comes from "
+        "the pytorch channel, which outranks both, in the order pytorch's own install instructions give "
+        "(`-c pytorch -c nvidia`), and nvidia is there for pytorch-cuda's CUDA packages. The hazard the rule "
+        "names is nvidia's cuda-* packages replacing conda-forge's under conda-forge's torch (or cupy): the "
+        "rule applies to a file only where no legacy-route marker (pytorch-cuda, cpuonly, a `pytorch::` "
+        "package, a legacy build string) is present and the pytorch channel is absent (builder/lint/rules.py; tests/unit/lint/test_lint.py holds "
+        "the legacy case quiet)",
 }
 # Held-out, measured once batch 2's rules were final (not a target; a later rule change reads them again):
 # batch 1 52/62, batch 2 17/21 (15/18 without the files marked seen_before).
@@ -66,7 +72,9 @@ DEV_MISSES: dict[str, str] = {
 # find-links CUDA, uv.lock, `uv sync`, a COPYed project folder): dev 17/18, held-out 12/17.
 # Batch 4 (after batch 3's rules) before any rule of its own: dev 7/10, held-out 12/12; its dev misses then
 # (an env file's `pip: -r`, a wildcard torch pin and its torchvision, torch==X+${SHELL_VAR}) are read now.
-# Batch 5 (after batch 4's rules), measured only, no rule written from it: dev 5/8, held-out 6/7; its held-out
+# Batch 5 (after batch 4's rules), measured only, no rule written from it: dev 5/8, held-out 6/7; after its dev
+# rules (pip's general options before `install`, a torch range the base image's torch meets keeps the image's,
+# COPY destinations followed back, `-c` named): dev 6/8, held-out 6/7, batches 1-4 unchanged; its held-out
 # miss: flux--pyproject.toml, torch only in the optional extra `torch` (torch == 2.6.0): init takes it as the
 # project's torch, and lint.torch.pinned-in-extras fires only when [project] dependencies name torch too.
 

@@ -404,3 +404,42 @@ def test_a_wildcard_torch_pin_is_a_range_and_a_torchvision_range_it_leaves_is_re
     draft = draft_from_environment(reading, "probe", upgrade=True)
     assert draft.data["torchvision"].startswith("0.23.")
     assert any(n.entry == "torchvision==0.22.*" and n.outcome == "upgraded" for n in draft.notes)
+
+
+@pytest.mark.parametrize("copy, run", [
+    ("COPY requirements.txt /workspace", "pip --no-cache-dir install -r /workspace/requirements.txt"),  # detr
+    ("COPY requirements.txt /tmp/reqs.txt", "pip install -r /tmp/reqs.txt"),  # the destination a file
+    ("WORKDIR /app\nCOPY requirements.txt .", "pip install -r requirements.txt"),  # WORKDIR-relative
+    ("COPY requirements.txt /app/deps/", "cd /app && pip --timeout 60 install -r deps/requirements.txt"),
+    ("COPY requirement*.txt /src/", "python3 -m pip install -r /src/requirements.txt"),  # a wildcard source
+])
+def test_a_requirements_file_is_followed_from_where_a_copy_put_it_back_to_the_build_context(
+        tmp_path: Path, copy: str, run: str) -> None:
+    (tmp_path / "requirements.txt").write_text("torch==2.4.1\nscipy\n", encoding="utf-8")
+    reading = read_dockerfile_text(f"FROM python:3.11\n{copy}\nRUN {run}\n", str(tmp_path / "Dockerfile"),
+                                   context=tmp_path)
+    assert (file_facts(reading).torch, reading.pip) == ("2.4.1", ["scipy"]), (copy, run)
+
+
+def test_a_requirements_or_constraints_file_the_build_context_does_not_give_is_named(tmp_path: Path) -> None:
+    (tmp_path / "constraints.txt").write_text("torch==2.4.1\n", encoding="utf-8")
+    text = ("FROM python:3.11\nCOPY constraints.txt /c.txt\n"
+            "RUN pip install -r /elsewhere/requirements.txt -c /c.txt einops\n")
+    reading = read_dockerfile_text(text, str(tmp_path / "Dockerfile"), context=tmp_path)
+    reasons = {n.entry: n.reason for n in reading.notes if n.outcome == "unmapped"}
+    assert "run `envbuild init` on that file" in reasons["-r /elsewhere/requirements.txt"]
+    assert "constraints.txt of the build context" in reasons["-c /c.txt"]
+    assert reading.pip == ["einops"]
+
+
+@pytest.mark.parametrize("run, torch, torch_from", [
+    ("pip install 'torch>=1.5.0' scipy", "1.5", "base-image"),  # pip keeps the image's torch: it meets the range
+    ("pip install -U 'torch>=1.5.0' scipy", ">=1.5.0", "pip"),  # --upgrade takes the newest instead
+    ("pip install --force-reinstall 'torch>=1.5.0' scipy", ">=1.5.0", "pip"),
+    ("pip install 'torch>=2.0' scipy", ">=2.0", "pip"),  # the image's torch does not meet it
+])
+def test_a_torch_range_the_base_images_torch_meets_keeps_the_images_torch(
+        run: str, torch: str, torch_from: str) -> None:
+    reading = read_dockerfile_text(f"FROM pytorch/pytorch:1.5-cuda10.1-cudnn7-runtime\nRUN {run}\n", "Dockerfile")
+    facts = file_facts(reading)
+    assert (facts.torch, facts.torch_from, reading.pip) == (torch, torch_from, ["scipy"])
