@@ -7,15 +7,9 @@ from __future__ import annotations
 import pytest
 
 from builder.explain.report import explain_text
+from tests.unit.explain.first_answer import answer
 
 pytestmark = pytest.mark.unit
-
-
-def answer(text: str) -> tuple[str, str, str]:
-    report = explain_text(text)
-    assert report.findings, f"nothing recognised in {text!r}"
-    finding = report.findings[0]
-    return finding.rule, str(finding.details["cause"]), finding.fix or ""
 
 
 def test_pip_conflict_line_of_old_pip_names_the_nightly_pair():

@@ -10,15 +10,9 @@ import pytest
 from builder.explain.facts import extract_facts
 from builder.explain.log_text import LogText
 from builder.explain.report import explain_text
+from tests.unit.explain.first_answer import answer
 
 pytestmark = pytest.mark.unit
-
-
-def answer(text: str) -> tuple[str, str, str]:
-    report = explain_text(text)
-    assert report.findings, f"nothing recognised in {text!r}"
-    finding = report.findings[0]
-    return finding.rule, str(finding.details["cause"]), finding.fix or ""
 
 
 def test_an_undefined_torch_symbol_names_the_package_that_holds_the_library():
