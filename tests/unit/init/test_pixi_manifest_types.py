@@ -18,7 +18,7 @@ MANIFEST: dict[str, Any] = {
     "system-requirements": {"cuda": "12.0"},
     "dependencies": {"python": "3.11.*", "pytorch-gpu": ">=2.7"},
     "pypi-dependencies": {"numpy": "*"},
-    "pypi-options": {"index-url": "https://pypi.org/simple",
+    "pypi-options": {"index-url": "https://mirror.example/simple",
                      "extra-index-urls": ["https://download.pytorch.org/whl/cu126"]},
     "target": {"linux-64": {"dependencies": {"cuda-version": "12.6"}}},
     "feature": {"cuda": {"platforms": ["linux-64"], "channels": ["conda-forge"],

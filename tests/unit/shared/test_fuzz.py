@@ -235,7 +235,7 @@ PIXI_SEEDS = [{
     "system-requirements": {"cuda": "12.0"},
     "dependencies": {"python": "3.11.*", "pytorch-gpu": {"version": ">=2.7", "build": "cuda126*"}},
     "pypi-dependencies": {"numpy": "*", "torchvision": {"version": "*", "index": "https://download.pytorch.org/whl/cu126"}},
-    "pypi-options": {"index-url": "https://pypi.org/simple", "extra-index-urls": ["https://download.pytorch.org/whl/cu126"]},
+    "pypi-options": {"index-url": "https://mirror.example/simple", "extra-index-urls": ["https://download.pytorch.org/whl/cu126"]},
     "target": {"linux-64": {"dependencies": {"cuda-version": "12.6"}}},
     "feature": {"cuda": {"platforms": ["linux-64"], "channels": ["conda-forge"], "dependencies": {"cuda-version": "12.6"},
                          "system-requirements": {"cuda": "12"}, "target": {"linux-64": {"dependencies": {"nccl": "*"}}}}},
