@@ -10,6 +10,7 @@ import pytest
 
 from builder.errors import EnvbuildError, UsageError
 from builder.init.pixi_manifest import read_pixi_manifest_data
+from tests.unit.value_paths import value_paths
 
 pytestmark = pytest.mark.unit
 
@@ -25,17 +26,6 @@ MANIFEST: dict[str, Any] = {
                          "dependencies": {"cuda-version": "12.6"}, "system-requirements": {"cuda": "12"}}},
     "environments": {"cuda": ["cuda"]},
 }
-
-
-def _paths(node: Any, path: tuple = ()) -> list[tuple]:
-    found = [path] if path else []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _paths(value, (*path, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _paths(value, (*path, index))
-    return found
 
 
 def _with(path: tuple, value: Any) -> dict:
@@ -66,7 +56,7 @@ def test_a_value_of_another_type_is_named(path: tuple, value: Any, words: str) -
 
 @pytest.mark.parametrize("wrong", [7, "s", [1], {"x": 1}, True, 1.5])
 def test_no_value_of_any_type_anywhere_is_an_internal_error(wrong: Any) -> None:
-    for path in _paths(MANIFEST):
+    for path in value_paths(MANIFEST):
         try:
             read_pixi_manifest_data(_with(path, wrong), "pixi.toml")
         except EnvbuildError:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from builder.errors import EnvbuildError, UsageError  # noqa: E402
 from tests.paths import REPO  # noqa: E402
+from tests.unit.value_paths import value_paths  # noqa: E402
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(300)]
 
@@ -178,17 +179,6 @@ def test_explain_answers_any_log(raw: bytes) -> None:
 
 
 
-def _paths_of(node: object, path: tuple = ()) -> list[tuple]:
-    found = [path] if path else []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _paths_of(value, (*path, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _paths_of(value, (*path, index))
-    return found
-
-
 @st.composite
 def retyped(draw, seeds: list) -> object:
     """A valid document with a few of its values (at any depth) replaced by values of any type."""
@@ -196,7 +186,7 @@ def retyped(draw, seeds: list) -> object:
 
     document = copy.deepcopy(draw(st.sampled_from(seeds)))
     for _ in range(draw(st.integers(1, 3))):
-        paths = _paths_of(document)
+        paths = value_paths(document)
         if not paths:
             break
         path = draw(st.sampled_from(paths))
